@@ -1,0 +1,25 @@
+# Triton deployment benchmarks: model × GPU × backend × precision as file targets.
+#   snakemake -c2 results/tft/cpu/onnx_fp32/offline.csv
+# Step logic lives in the deploybench package (scripts/deploybench); rules wire files.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "config/schema/config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/source.smk"
+include: "rules/convert.smk"
+include: "rules/serve.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        default_targets(),

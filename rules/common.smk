@@ -1,0 +1,70 @@
+import json
+from pathlib import Path
+
+from deploybench.config import Settings, step_spec
+from deploybench.formats import BACKENDS, EXPORT_ARTIFACTS
+from deploybench.plugins import sources as plugin_sources
+
+SETTINGS = Settings(config, root=Path(workflow.basedir))
+
+# Loose patterns: a key that matches them but is not configured is refused by the input
+# functions below with the list of valid keys, instead of "no rule to produce ...".
+wildcard_constraints:
+    model=r"[a-z0-9][a-z0-9-]*",
+    gpu=r"[a-z0-9][a-z0-9-]*",
+    backend=r"[a-z0-9][a-z0-9-]*",
+    precision=r"[a-z0-9]+",
+    export_format=r"onnx|ts-trace|ts-script",
+    exported=r"model\.(pt|onnx)",
+    converted=r"model\.(pt|onnx|plan)",
+
+
+SOURCE = "results/{model}/source"
+RUN = "results/{model}/{gpu}/{backend}_{precision}"
+PY = "python -m deploybench"
+
+
+def run_of(w):
+    return SETTINGS.run(w.model, w.gpu, w.backend, w.precision)
+
+
+def spec(step):
+    """params: function giving the JSON settings a step depends on."""
+    return lambda w: json.dumps(step_spec(run_of(w), step), sort_keys=True)
+
+
+def export_spec(w):
+    return json.dumps(SETTINGS.export_settings(w.model), sort_keys=True)
+
+
+def run_path(w, name):
+    return f"results/{w.model}/{w.gpu}/{w.backend}_{w.precision}/{name}"
+
+
+def data_dir(w):
+    """The user's dataset when configured, else the generated one."""
+    path = SETTINGS.export_settings(w.model)["data"]["path"]
+    return path if path else f"results/{w.model}/source/data"
+
+
+def exported_path(w):
+    fmt = BACKENDS[run_of(w)["backend"]["key"]].export
+    return f"results/{w.model}/export/{fmt}/{EXPORT_ARTIFACTS[fmt]}"
+
+
+def converted_path(w):
+    return run_path(w, f"converted/{run_of(w)['artifact']}")
+
+
+def config_pbtxt(w):
+    return run_path(w, f"model_repository/{w.model}/config.pbtxt")
+
+
+def configuration_readme(key):
+    return "results/{model}/{gpu}/{backend}_{precision}/README.md".format(**key)
+
+
+def default_targets():
+    readmes = [configuration_readme(t) for t in config["targets"]]
+    models = sorted({t["model"] for t in config["targets"]})
+    return readmes + [f"results/{m}/README.md" for m in models]

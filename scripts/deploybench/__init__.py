@@ -1,0 +1,1 @@
+"""deploybench: the step logic of the Triton deployment benchmark pipeline."""

@@ -1,0 +1,124 @@
+"""Command line of the pipeline steps: `python -m deploybench <step> --spec JSON ...`.
+
+Snakemake rules call these; `--spec` is the resolved settings of the step (from
+`config.Settings`), passed by the rule's `params:` so that a change to any of them
+re-runs exactly the jobs that depend on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+STEPS: dict[str, list[str]] = {
+    "weights": ["out"],
+    "data": ["out"],
+    "eval": ["weights", "data", "out"],
+    "perf-data": ["eval", "out"],
+    "export": ["format", "weights", "eval", "out"],
+    "convert": ["exported", "out"],
+    "check": ["converted", "eval", "out"],
+    "repository": ["artifact", "check", "out"],
+    "accuracy": ["config", "eval", "out", "report", "server_log"],
+    "offline": ["config", "data", "accuracy", "out", "report", "log", "server_log"],
+    "online": ["config", "data", "accuracy", "out", "report", "log", "server_log"],
+    "plots": ["offline", "online", "offline_throughput", "offline_latency", "online_latency"],
+    "report": ["check", "accuracy", "offline", "online", "offline_json", "online_json",
+               "offline_throughput", "offline_latency", "online_latency", "weights", "out"],
+    "model-report": ["out", "configs"],
+}
+
+
+def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
+    # Imports per step keep each job's start-up light (plots need no torch, and so on).
+    p = {k: Path(v) for k, v in vars(a).items() if k in STEPS[step] and isinstance(v, str)}
+    if step == "weights":
+        from .source import make_weights
+
+        make_weights(spec, p["out"])
+    elif step == "data":
+        from .source import generate_data
+
+        generate_data(spec, p["out"])
+    elif step == "eval":
+        from .source import make_eval
+
+        make_eval(spec, p["weights"], p["data"], p["out"])
+    elif step == "perf-data":
+        from .source import make_perf_data
+
+        make_perf_data(spec, p["eval"], p["out"])
+    elif step == "export":
+        from .export import export
+
+        export(spec, a.format, p["weights"], p["eval"], p["out"])
+    elif step == "convert":
+        from .convert import convert
+
+        convert(spec, p["exported"], p["out"])
+    elif step == "check":
+        from .check import run_check
+
+        print(run_check(spec, p["converted"], p["eval"], p["out"]).to_string(index=False))
+    elif step == "repository":
+        from .check import require_passed
+        from .repository import create
+
+        require_passed(p["check"])
+        create(spec, p["artifact"], p["out"])
+    elif step == "accuracy":
+        from .serving import accuracy
+
+        table = accuracy(spec, p["config"], p["eval"], p["out"], p["report"], p["server_log"])
+        print(table.to_string(index=False))
+    elif step in ("offline", "online"):
+        from .serving import performance, require_accurate
+
+        require_accurate(p["accuracy"])
+        table = performance(spec, step, p["config"], p["data"], p["out"], p["report"],
+                            p["log"], p["server_log"])
+        print(table.to_string(index=False))
+    elif step == "plots":
+        from . import plots
+
+        title = f"{spec['model']} {spec['gpu']} {spec['backend']} {spec['precision']}"
+        plots.offline(p["offline"], title, p["offline_throughput"], p["offline_latency"])
+        plots.online(p["online"], title, p["online_latency"])
+    elif step == "report":
+        from .report import configuration_readme
+        from .source import weights_origin
+
+        files = {k: v for k, v in p.items() if k not in ("out", "weights")}
+        files["weights_origin"] = weights_origin(p["weights"])
+        files["dataset"] = spec["dataset"]
+        configuration_readme(spec["run"], files, p["out"])
+    elif step == "model-report":
+        from .report import model_readme
+
+        model_readme(spec["title"], spec["model"], [Path(c) for c in a.configs], p["out"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="deploybench")
+    sub = parser.add_subparsers(dest="step", required=True)
+    for step, args in STEPS.items():
+        sp = sub.add_parser(step)
+        sp.add_argument("--spec", required=True, help="resolved settings of the step (JSON)")
+        for arg in args:
+            flag = "--" + arg.replace("_", "-")
+            if arg == "configs":
+                sp.add_argument(flag, nargs="*", default=[])
+            else:
+                sp.add_argument(flag, required=True)
+    a = parser.parse_args(argv)
+    try:
+        _run(a.step, json.loads(a.spec), a)
+    except Exception as err:  # one clear line for the log, the traceback above it
+        import traceback
+
+        traceback.print_exc()
+        print(f"deploybench {a.step}: error: {err}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,207 @@
+"""Load and validate the configuration, and resolve one run key into its settings.
+
+A run key is model × gpu × backend × precision. `Settings.run()` turns a key into the
+plain dict every step reads (`run["model"]`, `run["gpu"]`, `run["backend"]`, ...), and
+refuses an unknown key or an impossible combination with a message that lists what
+would be valid. Errors here are raised while Snakemake builds the DAG, before any job.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from functools import cached_property
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from .formats import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_DIR = ROOT / "config" / "schema"
+
+
+class ConfigError(ValueError):
+    """Bad configuration or an invalid run key."""
+
+
+def _load_yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"configuration file '{path}' does not exist")
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
+def validate(data: dict, schema_name: str, what: str) -> None:
+    schema = _load_yaml(SCHEMA_DIR / schema_name)
+    try:
+        jsonschema.validate(data, schema)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise ConfigError(f"{what}: invalid value at '{where}': {err.message}") from None
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _choice(kind: str, value: str, valid) -> None:
+    if value not in valid:
+        raise ConfigError(f"unknown {kind} '{value}'; valid {kind}s: {', '.join(sorted(valid))}")
+
+
+class Settings:
+    """The validated configuration: main config, GPU registry and model files."""
+
+    def __init__(self, config: dict, root: Path = ROOT):
+        validate(config, "config.schema.yaml", "main config")
+        self.config = config
+        self.root = Path(root)
+        self.gpus = _load_yaml(self._path(config["gpu_registry"]))
+        validate(self.gpus, "gpus.schema.yaml", f"GPU registry {config['gpu_registry']}")
+
+    def _path(self, path: str) -> Path:
+        return Path(path) if os.path.isabs(path) else self.root / path
+
+    @cached_property
+    def models(self) -> dict[str, dict]:
+        models_dir = self._path(self.config["models_dir"])
+        models = {}
+        for path in sorted(models_dir.glob("*.yaml")):
+            model = _load_yaml(path)
+            validate(model, "model.schema.yaml", f"model config {path}")
+            for backend in model["backends"]:
+                _choice("backend", backend, BACKENDS)
+            models[path.stem] = model
+        if not models:
+            raise ConfigError(f"no model configs (*.yaml) in '{models_dir}'")
+        return models
+
+    def model_file(self, model: str) -> Path:
+        return self._path(self.config["models_dir"]) / f"{model}.yaml"
+
+    def check_key(self, model: str, gpu: str, backend: str, precision: str) -> None:
+        _choice("model", model, self.models)
+        _choice("GPU key", gpu, self.gpus)
+        _choice("backend", backend, BACKENDS)
+        _choice("precision", precision, PRECISIONS)
+        supported = self.models[model]["backends"]
+        if backend not in supported:
+            raise ConfigError(
+                f"backend '{backend}' is not configured for model '{model}'; "
+                f"its backends: {', '.join(supported)}"
+            )
+        entry = self.gpus[gpu]
+        if precision not in entry["precisions"]:
+            raise ConfigError(
+                f"precision '{precision}' cannot run on GPU key '{gpu}' ({entry['kind']}); "
+                f"it runs {', '.join(entry['precisions'])}"
+                + ("; FP16 needs a CUDA GPU key such as h100" if entry["kind"] == "cpu" else "")
+            )
+        if BACKENDS[backend].needs_tensorrt and entry["kind"] != "gpu":
+            raise ConfigError(
+                f"backend '{backend}' (TensorRT) needs an NVIDIA GPU; GPU key '{gpu}' is "
+                f"{entry['kind']}; use a GPU key ({', '.join(self.gpu_keys('gpu'))})"
+            )
+
+    def gpu_keys(self, kind: str) -> list[str]:
+        return [k for k, v in self.gpus.items() if v["kind"] == kind]
+
+    def model_settings(self, model: str, gpu: str) -> dict:
+        """The model config with the overrides of this GPU key (or its kind) merged in."""
+        _choice("model", model, self.models)
+        raw = self.models[model]
+        overrides = raw.get("device_overrides", {})
+        merged = {k: v for k, v in raw.items() if k != "device_overrides"}
+        for key in (self.gpus[gpu]["kind"], gpu):
+            merged = deep_merge(merged, overrides.get(key, {}))
+        return merged
+
+    def export_settings(self, model: str) -> dict:
+        """What the export of a model depends on (independent of GPU and backend)."""
+        _choice("model", model, self.models)
+        raw = self.models[model]
+        return {k: raw[k] for k in ("plugin", "hparams", "weights", "data", "inputs", "outputs")}
+
+    def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
+        self.check_key(model, gpu, backend, precision)
+        backend_spec = BACKENDS[backend]
+        settings = self.model_settings(model, gpu)
+        _check_batches(model, gpu, settings)
+        return {
+            "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
+            "model": settings,
+            "gpu": {"key": gpu, **self.gpus[gpu]},
+            "backend": backend_spec.as_dict(),
+            "precision": precision,
+            "artifact": backend_spec.artifact,
+            "export_artifact": EXPORT_ARTIFACTS[backend_spec.export],
+            "server": self.config["server"],
+            "perf": self.config["perf"],
+            "allow_gpu_mismatch": self.config.get("allow_gpu_mismatch", False),
+        }
+
+    def matrix(self) -> list[tuple[str, str, str, str]]:
+        """Every valid key of the configured matrix."""
+        m = self.config["matrix"]
+        keys = []
+        for model in m["models"]:
+            for gpu in m["gpus"]:
+                for backend in m["backends"]:
+                    for precision in m["precisions"]:
+                        try:
+                            self.check_key(model, gpu, backend, precision)
+                        except ConfigError:
+                            continue
+                        keys.append((model, gpu, backend, precision))
+        return keys
+
+
+def _check_batches(model: str, gpu: str, settings: dict) -> None:
+    """Every batch size a run uses must fit the model's max batch size on that device."""
+    max_batch = settings["triton"]["max_batch_size"]
+    used = {
+        "offline.batch_sizes": settings["offline"]["batch_sizes"],
+        "online.batch_size": [settings["online"]["batch_size"]],
+        "triton.preferred_batch_sizes": settings["triton"]["preferred_batch_sizes"],
+        "conversion.batch_size": [settings["conversion"]["batch_size"]],
+        "accuracy.batch_size": [settings["accuracy"]["batch_size"]],
+    }
+    for where, sizes in used.items():
+        too_big = [b for b in sizes if b > max_batch]
+        if too_big:
+            raise ConfigError(
+                f"model '{model}' on GPU key '{gpu}': {where} {too_big} exceed "
+                f"triton.max_batch_size {max_batch}"
+            )
+
+
+# What each per-configuration step reads: a change to anything else does not re-run it.
+_COMMON = ("key", "gpu", "backend", "precision", "artifact")
+_SERVE = (*_COMMON, "server", "allow_gpu_mismatch")
+STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # step: (run fields, model fields)
+    "convert": (_COMMON, ("inputs", "outputs", "triton")),
+    "check": (_COMMON, ("inputs", "outputs", "conversion")),
+    "repository": (_COMMON, ("inputs", "outputs", "triton")),
+    "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
+    "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
+    "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),
+}
+
+
+def step_spec(run: dict, step: str) -> dict:
+    """The part of a run that `step` depends on (the full run for the report)."""
+    if step not in STEP_FIELDS:
+        return run
+    run_fields, model_fields = STEP_FIELDS[step]
+    spec = {k: run[k] for k in run_fields}
+    spec["model"] = {k: run["model"][k] for k in model_fields}
+    return spec

@@ -1,0 +1,33 @@
+"""Convert an exported FP32 model to the backend and precision of a run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from . import atomic
+from .runtimes import torch_device
+
+
+def convert(run: dict, exported: Path, out: Path) -> None:
+    runtime, precision = run["backend"]["runtime"], run["precision"]
+    with atomic.output(out) as tmp:
+        if runtime == "tensorrt":
+            from .tensorrt import build_engine
+
+            build_engine(run, exported, tmp)
+        elif precision == "fp32":
+            shutil.copyfile(exported, tmp)  # the export is already FP32
+        elif runtime == "torch":
+            import torch
+
+            model = torch.jit.load(str(exported), map_location=torch_device(run["gpu"]))
+            torch.jit.save(model.half(), str(tmp))
+        elif runtime == "onnxruntime":
+            import onnx
+            from onnxconverter_common import float16
+
+            model = float16.convert_float_to_float16(onnx.load(str(exported)), keep_io_types=True)
+            onnx.save(model, str(tmp))
+        else:
+            raise ValueError(f"no conversion to {precision} for runtime '{runtime}'")

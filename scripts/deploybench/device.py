@@ -1,0 +1,44 @@
+"""Which devices this machine has, and whether a GPU key may run here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from functools import lru_cache
+
+
+class DeviceMismatch(RuntimeError):
+    """The GPU key of a target does not match this machine."""
+
+
+@lru_cache(maxsize=1)
+def gpu_names() -> tuple[str, ...]:
+    """Names of the NVIDIA GPUs visible here (empty on a CPU-only machine)."""
+    if shutil.which("nvidia-smi"):
+        result = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True, text=True, check=False,
+        )
+        if result.returncode == 0:
+            return tuple(line.strip() for line in result.stdout.splitlines() if line.strip())
+    return ()
+
+
+def check(gpu: dict, allow_mismatch: bool) -> dict:
+    """Refuse a GPU key this machine does not have; return what was found (provenance)."""
+    names = gpu_names()
+    found = {"gpu_key": gpu["key"], "devices": list(names), "mismatch_allowed": False}
+    if gpu["kind"] == "cpu":
+        return found
+    if any(m in name for name in names for m in gpu["match"]):
+        return found
+    if allow_mismatch:
+        found["mismatch_allowed"] = True
+        return found
+    have = ", ".join(names) if names else "no NVIDIA GPU (CPU only)"
+    raise DeviceMismatch(
+        f"GPU key '{gpu['key']}' needs a device whose name contains "
+        f"{' or '.join(repr(m) for m in gpu['match'])}; this machine has: {have}. "
+        "Build it on such a machine, or set allow_gpu_mismatch: true to override "
+        "(recorded in the results)."
+    )

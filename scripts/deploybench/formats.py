@@ -1,0 +1,38 @@
+"""The backend keys (the seeds' format mnemonics) and what each one needs.
+
+One table: which exported format a backend converts from, the file it serves, the
+runtime the python-backend wrapper uses for it, and what the device must have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# Exported formats: model source -> file, always FP32 (the seeds' export precision).
+EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt"}
+
+PRECISIONS = ("fp32", "fp16")
+
+
+@dataclass(frozen=True)
+class Backend:
+    key: str
+    title: str          # as the seeds' tables name it
+    export: str         # key of EXPORT_ARTIFACTS it is converted from
+    artifact: str       # file name of the converted model
+    runtime: str        # what serves it in the python backend
+    needs_tensorrt: bool = False
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+BACKENDS = {
+    b.key: b
+    for b in (
+        Backend("onnx", "ONNX Runtime", "onnx", "model.onnx", "onnxruntime"),
+        Backend("trt", "NVIDIA TensorRT", "onnx", "model.plan", "tensorrt", needs_tensorrt=True),
+        Backend("ts-trace", "PyTorch (TorchScript trace)", "ts-trace", "model.pt", "torch"),
+        Backend("ts-script", "PyTorch (TorchScript script)", "ts-script", "model.pt", "torch"),
+    )
+}

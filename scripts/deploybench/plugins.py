@@ -1,0 +1,34 @@
+"""Model plug-ins: `deploybench.models.<plugin>` modules with one API.
+
+A plug-in provides:
+  build_model(hparams, checkpoint, seed) -> torch.nn.Module   (eval, FP32, CPU;
+      forward(*inputs) in the order of the model config's inputs; one tensor or a tuple
+      in the order of its outputs)
+  generate_dataset(hparams, out_dir, seed, **size)  (a small dataset in the real format)
+  load_split(hparams, data_dir, split, max_samples) -> (inputs, targets)  (lists of arrays)
+  evaluate(hparams, predictions, targets) -> {metric: value}
+Tensor names live only in the model config; plug-ins work with ordered lists.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+REQUIRED = ("build_model", "generate_dataset", "load_split", "evaluate")
+
+
+def load(name: str) -> ModuleType:
+    module = importlib.import_module(f"deploybench.models.{name}")
+    missing = [f for f in REQUIRED if not hasattr(module, f)]
+    if missing:
+        raise TypeError(f"model plug-in '{name}' lacks {', '.join(missing)}")
+    return module
+
+
+def sources(name: str) -> list[Path]:
+    """The plug-in's source files (its module and siblings sharing its name prefix):
+    a change to any of them re-runs the pipeline from the export."""
+    module_dir = Path(__file__).with_name("models")
+    return sorted(module_dir.glob(f"{name}*.py"))

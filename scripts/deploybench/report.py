@@ -1,0 +1,133 @@
+"""README reports in the seeds' format: one per configuration, one per model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from . import atomic
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}" if v else "0.0"
+        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+
+    head = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---:" for _ in table.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(False)]
+    return "\n".join([head, rule, *body])
+
+
+def _params_table(rows: list[tuple[str, object]]) -> str:
+    return "\n".join(["| Parameter Name | Parameter Value |", "|:---|:---|",
+                      *[f"| {k} | {v} |" for k, v in rows]])
+
+
+def configuration_readme(run: dict, files: dict[str, Path], out: Path) -> None:
+    """`files`: check, accuracy, offline, online (CSVs), offline_json, online_json, and the
+    plots offline_throughput, offline_latency, online_latency (relative links are used)."""
+    model, key = run["model"], run["key"]
+    offline_report = json.loads(Path(files["offline_json"]).read_text())
+    online_report = json.loads(Path(files["online_json"]).read_text())
+    prov = offline_report["provenance"]
+    precision = run["precision"].upper()
+    title = f"{model['title']}: {run['gpu']['description']}, {run['backend']['title']} " \
+            f"with {precision}"
+    devices = ", ".join(prov.get("device_check", {}).get("devices", [])) or "CPU"
+    params = [
+        ("GPU key", key["gpu"]),
+        ("Device", devices + (" (GPU key check overridden)"
+                              if prov.get("device_check", {}).get("mismatch_allowed") else "")),
+        ("Backend", run["backend"]["title"]),
+        ("Precision", precision),
+        ("Model format", key["backend"]),
+        ("Max batch size", model["triton"]["max_batch_size"]),
+        ("Number of model instances", model["triton"]["instances"]),
+        ("Export Precision", "FP32"),
+        ("Weights", files["weights_origin"]),
+        ("Dataset", files["dataset"]),
+        ("Request Count (offline / online)",
+         f"{model['offline']['measurement_request_count']} / "
+         f"{model['online']['measurement_request_count']}"),
+        ("Triton server", f"{prov.get('triton', {}).get('version')} "
+                          f"({run['server']['kind']}, python backend)"),
+        ("perf_analyzer", prov.get("perf_analyzer")),
+        ("perf_analyzer stability", f"{run['perf']['stability_percentage']} %, "
+                                    f"{run['perf']['max_trials']} trials, "
+                                    f"{run['perf']['measurement_mode']}"),
+        ("Measured", prov["date"]),
+        ("Config hash", prov["config_hash"]),
+    ]
+    rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
+           if k in ("offline_throughput", "offline_latency", "online_latency")}
+    text = f"""# {title}
+
+Built by the deploybench pipeline: export → conversion → conversion check → Triton model
+repository → accuracy on Triton → offline and online performance (perf_analyzer).
+
+## Configuration
+
+{_params_table(params)}
+
+## Conversion check (converted vs source model)
+
+{markdown_table(pd.read_csv(files["check"]))}
+
+## Accuracy on Triton
+
+{markdown_table(pd.read_csv(files["accuracy"]))}
+
+## Offline scenario
+
+Static batching, system shared memory, concurrency 1 (gRPC).
+
+![Throughput vs batch]({rel["offline_throughput"]})
+![Latency vs batch]({rel["offline_latency"]})
+
+{markdown_table(pd.read_csv(files["offline"]))}
+
+## Online scenario
+
+Dynamic batching (preferred batch sizes {model["triton"]["preferred_batch_sizes"]}, max queue
+delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]["batch_size"]}.
+
+![Latency vs concurrency]({rel["online_latency"]})
+
+{markdown_table(pd.read_csv(files["online"]))}
+
+## Provenance
+
+```json
+{json.dumps({"offline": prov, "online": online_report["provenance"]}, indent=2)}
+```
+"""
+    with atomic.output(out) as tmp:
+        tmp.write_text(text)
+
+
+def model_readme(title: str, model: str, configs: list[Path], out: Path) -> None:
+    """Gather every configuration of a model built so far (best offline throughput,
+    lowest online latency) with links to their reports."""
+    rows = []
+    for readme in sorted(configs):
+        folder = readme.parent
+        offline = pd.read_csv(folder / "offline.csv")
+        online = pd.read_csv(folder / "online.csv")
+        best = offline.loc[offline["Inferences/Second"].idxmax()]
+        gpu, config = folder.parent.name, folder.name
+        rows.append({
+            "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
+            "Best offline inf/s": best["Inferences/Second"], "at batch": int(best["Batch"]),
+            "Offline batch-1 avg latency (ms)":
+                offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
+            "Online max inf/s": online["Inferences/Second"].max(),
+        })
+    table = pd.DataFrame(rows)
+    text = f"# {title}: results\n\nEvery configuration of `{model}` built so far.\n\n"
+    text += markdown_table(table) if rows else "Nothing built yet."
+    with atomic.output(out) as tmp:
+        tmp.write_text(text + "\n")

@@ -1,0 +1,29 @@
+"""Tensor specs of the model config (name, Triton dtype, dims without batch)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NUMPY = {"BOOL": np.bool_, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+          "INT64": np.int64, "UINT8": np.uint8, "FP16": np.float16, "FP32": np.float32,
+          "FP64": np.float64}
+
+
+def numpy_dtype(triton_dtype: str):
+    return _NUMPY[triton_dtype]
+
+
+def check_arrays(specs: list[dict], arrays: list[np.ndarray], what: str) -> None:
+    """Refuse arrays whose count, dtype or per-sample shape differ from the config."""
+    if len(specs) != len(arrays):
+        raise ValueError(f"{what}: {len(arrays)} tensors, the model config lists {len(specs)}")
+    for spec, array in zip(specs, arrays):
+        want_shape = tuple(spec["dims"])
+        shape_ok = len(array.shape) == len(want_shape) + 1 and all(
+            w in (-1, h) for w, h in zip(want_shape, array.shape[1:])
+        )
+        if array.dtype != numpy_dtype(spec["dtype"]) or not shape_ok:
+            raise ValueError(
+                f"{what}: tensor '{spec['name']}' is {array.dtype}{list(array.shape[1:])} per "
+                f"sample, the model config says {spec['dtype']}{list(want_shape)}"
+            )

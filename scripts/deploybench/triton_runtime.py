@@ -1,0 +1,133 @@
+"""Locate the Triton server and perf_analyzer binaries and the environment they need.
+
+The embedded default is the `tritonserver` shipped inside the `nvidia-pytriton` wheel
+(python backend only) and the `perf_analyzer` shipped in the `tritonclient` 2.50 wheel.
+Neither runs from the wheel as is: the python backend needs the stub built for the
+interpreter that runs the models, and perf_analyzer links `libb64.so.0d` and
+`libcudart.so.12` even on a CPU-only machine. `prepare()` assembles those pieces in a
+cache folder once and returns what a process needs to start them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import site
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RuntimeMissing(RuntimeError):
+    """A binary or library the pipeline needs is not installed."""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    tritonserver: Path
+    backend_dir: Path
+    perf_analyzer: Path
+    env: dict[str, str]  # environment for both processes (library and python paths)
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "tritonserver": str(self.tritonserver),
+            "backend_directory": str(self.backend_dir),
+            "perf_analyzer": str(self.perf_analyzer),
+        }
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeMissing(
+            f"Python package '{name}' is not installed; run the set-up command of the README"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _pytriton_libs() -> Path:
+    return _package_dir("pytriton").parent / "nvidia_pytriton.libs"
+
+
+def _find_perf_analyzer() -> Path:
+    found = shutil.which("perf_analyzer") or str(Path(sys.executable).parent / "perf_analyzer")
+    if not Path(found).is_file():
+        raise RuntimeMissing(
+            "perf_analyzer not found: it ships in the tritonclient==2.50.0 wheel "
+            "(pip install 'tritonclient[all]==2.50.0')"
+        )
+    return Path(found)
+
+
+def _cudart_dir() -> Path:
+    try:
+        return _package_dir("nvidia") / "cuda_runtime" / "lib"
+    except RuntimeMissing as err:
+        raise RuntimeMissing(
+            "libcudart.so.12 (needed by perf_analyzer) not found: "
+            "pip install nvidia-cuda-runtime-cu12"
+        ) from err
+
+
+def _link(target: Path, link: Path) -> None:
+    """Point `link` at `target`, atomically (parallel jobs prepare the same folder)."""
+    if link.is_symlink() and link.resolve() == target.resolve():
+        return
+    tmp = link.with_name(f".{link.name}.{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DEPLOYBENCH_CACHE", Path.home() / ".cache" / "deploybench"))
+
+
+def prepare(tritonserver: str | None = None, backend_dir: str | None = None) -> Runtime:
+    """Return the runtime; `tritonserver`/`backend_dir` point to a native install instead."""
+    pyver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # One folder per Python environment: its links point into that environment's wheels.
+    env_id = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    work = cache_dir() / f"runtime-py{pyver}-{env_id}"
+    libs = work / "lib"
+    libs.mkdir(parents=True, exist_ok=True)
+
+    if tritonserver:
+        server = Path(tritonserver)
+        if not server.is_file():
+            raise RuntimeMissing(f"tritonserver binary '{server}' does not exist")
+        backends = Path(backend_dir) if backend_dir else server.parent.parent / "backends"
+    else:
+        bundled = _package_dir("pytriton") / "tritonserver"
+        server = bundled / "bin" / "tritonserver"
+        stub = bundled / "python_backend_stubs" / pyver / "triton_python_backend_stub"
+        if not stub.is_file():
+            raise RuntimeMissing(f"the bundled Triton has no python backend stub for Python {pyver}")
+        # A private backend folder: the bundled python backend plus the stub of this Python.
+        backends = work / "backends"
+        python_backend = backends / "python"
+        python_backend.mkdir(parents=True, exist_ok=True)
+        for item in (bundled / "backends" / "python").iterdir():
+            if item.name != "__pycache__":
+                _link(item, python_backend / item.name)
+        _link(stub, python_backend / "triton_python_backend_stub")
+        b64 = next(_pytriton_libs().glob("libb64-*.so.0d"), None)
+        if b64 is not None:  # perf_analyzer asks for it by its plain name
+            _link(b64, libs / "libb64.so.0d")
+
+    _link(_cudart_dir() / "libcudart.so.12", libs / "libcudart.so.12")
+
+    env = dict(os.environ)
+    lib_path = [str(libs), sysconfig.get_config_var("LIBDIR") or ""]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(
+        p for p in [*lib_path, env.get("LD_LIBRARY_PATH", "")] if p
+    )
+    # The python backend stub embeds the base interpreter; give it this environment's packages.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*site.getsitepackages(), env.get("PYTHONPATH", "")]
+    ).rstrip(os.pathsep)
+    return Runtime(server, backends, _find_perf_analyzer(), env)

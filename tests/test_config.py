@@ -1,0 +1,67 @@
+"""Bad keys and impossible combinations are refused early, naming what would be valid."""
+
+import pytest
+from conftest import main_config
+
+from deploybench.config import ConfigError, Settings, step_spec
+
+
+def test_run_resolves_the_device_overrides(settings):
+    run = settings.run("tft-tiny", "cpu", "onnx", "fp32")
+    assert run["artifact"] == "model.onnx"
+    assert run["gpu"]["kind"] == "cpu"
+    real = Settings(main_config(models_dir="config/models"))
+    cpu, gpu = real.run("tft", "cpu", "onnx", "fp32"), real.run("tft", "h100", "onnx", "fp16")
+    assert cpu["model"]["triton"]["max_batch_size"] == 64  # device_overrides.cpu
+    assert gpu["model"]["triton"]["max_batch_size"] == 1024  # the seed's
+    assert gpu["model"]["online"]["concurrency"][-1] == 256
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (("tft-nope", "cpu", "onnx", "fp32"), "unknown model 'tft-nope'; valid models: tft-tiny"),
+        (("tft-tiny", "a31", "onnx", "fp32"), "unknown GPU key 'a31'; valid GPU keys: a100, a30"),
+        (("tft-tiny", "cpu", "tensorflow", "fp32"), "unknown backend 'tensorflow'; valid backends"),
+        (("tft-tiny", "cpu", "onnx", "int4"), "unknown precision 'int4'; valid precisions: fp16"),
+        (("tft-tiny", "cpu", "onnx", "fp16"), "precision 'fp16' cannot run on GPU key 'cpu'"),
+        (("tft-tiny", "cpu", "trt", "fp32"), "backend 'trt' (TensorRT) needs an NVIDIA GPU"),
+    ],
+)
+def test_bad_keys_are_refused_with_the_valid_ones(settings, key, message):
+    with pytest.raises(ConfigError, match=None) as err:
+        settings.run(*key)
+    assert message in str(err.value)
+
+
+def test_schema_errors_name_the_value_and_place():
+    with pytest.raises(ConfigError, match="server/kind"):
+        Settings(main_config(server={"kind": "docker-magic"}))
+
+
+def test_batch_sizes_beyond_max_batch_size_are_refused(tmp_path):
+    import yaml
+
+    from conftest import ROOT
+
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    model["offline"]["batch_sizes"] = [1, 16]
+    (tmp_path / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
+    bad = Settings(main_config(models_dir=str(tmp_path)))
+    with pytest.raises(ConfigError, match=r"offline.batch_sizes \[16\] exceed .* 8"):
+        bad.run("tft-tiny", "cpu", "onnx", "fp32")
+
+
+def test_step_specs_hold_only_what_the_step_reads(settings):
+    run = settings.run("tft-tiny", "cpu", "onnx", "fp32")
+    assert "online" not in step_spec(run, "offline")["model"]
+    assert "offline" not in step_spec(run, "online")["model"]
+    assert "online" not in step_spec(run, "convert")["model"]
+    assert "perf" not in step_spec(run, "accuracy")
+
+
+def test_matrix_leaves_out_impossible_combinations(settings):
+    keys = settings.matrix()
+    assert ("tft-tiny", "cpu", "onnx", "fp32") in keys
+    assert ("tft-tiny", "h100", "trt", "fp16") in keys
+    assert not [k for k in keys if k[1] == "cpu" and (k[2] == "trt" or k[3] == "fp16")]
