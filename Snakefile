@@ -1,12 +1,14 @@
 # Triton deployment benchmarks: model × GPU × backend × precision as file targets.
 #   snakemake -c2 results/tft/cpu/onnx_fp32/offline.csv
 # Step logic lives in the deploybench package (scripts/deploybench); rules wire files.
+from pathlib import Path
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
 validate(config, "config/schema/config.schema.yaml")

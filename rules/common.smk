@@ -1,3 +1,4 @@
+import glob
 import json
 from pathlib import Path
 
@@ -19,9 +20,14 @@ wildcard_constraints:
     converted=r"model\.(pt|onnx|plan)",
 
 
-SOURCE = "results/{model}/source"
-RUN = "results/{model}/{gpu}/{backend}_{precision}"
-PY = "python -m deploybench"
+def src(name):
+    """Output pattern of a per-model source artifact."""
+    return f"results/{{model}}/source/{name}"
+
+
+def cfg(name):
+    """Output pattern of a per-configuration artifact."""
+    return f"results/{{model}}/{{gpu}}/{{backend}}_{{precision}}/{name}"
 
 
 def run_of(w):
@@ -68,3 +74,10 @@ def default_targets():
     readmes = [configuration_readme(t) for t in config["targets"]]
     models = sorted({t["model"] for t in config["targets"]})
     return readmes + [f"results/{m}/README.md" for m in models]
+
+
+def built_configurations(w):
+    """Every configuration report of the model on disk, plus those of the default targets."""
+    built = set(glob.glob(f"results/{w.model}/*/*/README.md"))
+    wanted = {configuration_readme(t) for t in config["targets"] if t["model"] == w.model}
+    return sorted(built | wanted)

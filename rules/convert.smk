@@ -5,15 +5,17 @@ rule convert:
     input:
         exported_path,
     output:
-        RUN + "/converted/{converted}",
+        cfg("converted/{converted}"),
     params:
         spec=spec("convert"),
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        RUN + "/logs/convert_{converted}.log",
+        cfg("logs/convert_{converted}.log"),
     benchmark:
-        RUN + "/benchmarks/convert_{converted}.tsv"
+        cfg("benchmarks/convert_{converted}.tsv")
     shell:
-        "{PY} convert --spec {params.spec:q} --exported {input} --out {output} > {log} 2>&1"
+        "python -m deploybench convert --spec {params.spec:q} --exported {input} --out {output} > {log} 2>&1"
 
 
 rule conversion_check:
@@ -21,29 +23,33 @@ rule conversion_check:
         converted=converted_path,
         eval=lambda w: f"results/{w.model}/source/eval.npz",
     output:
-        RUN + "/conversion_check.csv",
+        cfg("conversion_check.csv"),
     params:
         spec=spec("check"),
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        RUN + "/logs/conversion_check.log",
+        cfg("logs/conversion_check.log"),
     benchmark:
-        RUN + "/benchmarks/conversion_check.tsv"
+        cfg("benchmarks/conversion_check.tsv")
     shell:
-        "{PY} check --spec {params.spec:q} --converted {input.converted} --eval {input.eval}"
+        "python -m deploybench check --spec {params.spec:q} --converted {input.converted} --eval {input.eval}"
         " --out {output} > {log} 2>&1"
 
 
 rule model_repository:
     input:
         converted=converted_path,
-        check=RUN + "/conversion_check.csv",
+        check=cfg("conversion_check.csv"),
     output:
-        directory(RUN + "/model_repository"),
+        directory(cfg("model_repository")),
     params:
         spec=spec("repository"),
         config=lambda w, output: f"{output[0]}/{w.model}/config.pbtxt",
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        RUN + "/logs/model_repository.log",
+        cfg("logs/model_repository.log"),
     shell:
-        "{PY} repository --spec {params.spec:q} --artifact {input.converted}"
+        "python -m deploybench repository --spec {params.spec:q} --artifact {input.converted}"
         " --check {input.check} --out {params.config} > {log} 2>&1"

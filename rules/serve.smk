@@ -4,35 +4,37 @@
 
 rule accuracy:
     input:
-        repository=RUN + "/model_repository",
+        repository=cfg("model_repository"),
         eval=lambda w: f"results/{w.model}/source/eval.npz",
     output:
-        csv=RUN + "/accuracy.csv",
-        report=RUN + "/accuracy.json",
+        csv=cfg("accuracy.csv"),
+        report=cfg("accuracy.json"),
     params:
         spec=spec("accuracy"),
         config=config_pbtxt,
     resources:
         bench_slot=1,
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        log=RUN + "/logs/accuracy.log",
-        server=RUN + "/logs/accuracy_server.log",
+        log=cfg("logs/accuracy.log"),
+        server=cfg("logs/accuracy_server.log"),
     benchmark:
-        RUN + "/benchmarks/accuracy.tsv"
+        cfg("benchmarks/accuracy.tsv")
     shell:
-        "{PY} accuracy --spec {params.spec:q} --config {params.config} --eval {input.eval}"
+        "python -m deploybench accuracy --spec {params.spec:q} --config {params.config} --eval {input.eval}"
         " --out {output.csv} --report {output.report} --server-log {log.server}"
         " > {log.log} 2>&1"
 
 
 rule performance:
     input:
-        repository=RUN + "/model_repository",
+        repository=cfg("model_repository"),
         data=lambda w: f"results/{w.model}/source/perf_data.json",
-        accuracy=RUN + "/accuracy.csv",
+        accuracy=cfg("accuracy.csv"),
     output:
-        csv=RUN + "/{scenario}.csv",
-        report=RUN + "/{scenario}.json",
+        csv=cfg("{scenario}.csv"),
+        report=cfg("{scenario}.json"),
     wildcard_constraints:
         scenario="offline|online",
     params:
@@ -40,13 +42,15 @@ rule performance:
         config=config_pbtxt,
     resources:
         bench_slot=1,
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        log=RUN + "/logs/{scenario}.log",
-        perf=RUN + "/logs/{scenario}_perf_analyzer.log",
-        server=RUN + "/logs/{scenario}_server.log",
+        log=cfg("logs/{scenario}.log"),
+        perf=cfg("logs/{scenario}_perf_analyzer.log"),
+        server=cfg("logs/{scenario}_server.log"),
     benchmark:
-        RUN + "/benchmarks/{scenario}.tsv"
+        cfg("benchmarks/{scenario}.tsv")
     shell:
-        "{PY} {wildcards.scenario} --spec {params.spec:q} --config {params.config}"
+        "python -m deploybench {wildcards.scenario} --spec {params.spec:q} --config {params.config}"
         " --data {input.data} --accuracy {input.accuracy} --out {output.csv}"
         " --report {output.report} --log {log.perf} --server-log {log.server} > {log.log} 2>&1"

@@ -5,74 +5,84 @@ rule weights:
     input:
         code=lambda w: plugin_sources(SETTINGS.export_settings(w.model)["plugin"]),
     output:
-        SOURCE + "/weights.pt",
+        src("weights.pt"),
     params:
         spec=export_spec,
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        SOURCE + "/logs/weights.log",
+        src("logs/weights.log"),
     benchmark:
-        SOURCE + "/benchmarks/weights.tsv"
+        src("benchmarks/weights.tsv")
     shell:
-        "{PY} weights --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "python -m deploybench weights --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule generate_data:
     input:
         code=lambda w: plugin_sources(SETTINGS.export_settings(w.model)["plugin"]),
     output:
-        directory(SOURCE + "/data"),
+        directory(src("data")),
     params:
         spec=export_spec,
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        SOURCE + "/logs/generate_data.log",
+        src("logs/generate_data.log"),
     benchmark:
-        SOURCE + "/benchmarks/generate_data.tsv"
+        src("benchmarks/generate_data.tsv")
     shell:
-        "{PY} data --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "python -m deploybench data --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
 rule eval_set:
     input:
-        weights=SOURCE + "/weights.pt",
+        weights=src("weights.pt"),
         data=data_dir,
     output:
-        SOURCE + "/eval.npz",
+        src("eval.npz"),
     params:
         spec=export_spec,
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        SOURCE + "/logs/eval_set.log",
+        src("logs/eval_set.log"),
     benchmark:
-        SOURCE + "/benchmarks/eval_set.tsv"
+        src("benchmarks/eval_set.tsv")
     shell:
-        "{PY} eval --spec {params.spec:q} --weights {input.weights} --data {input.data}"
+        "python -m deploybench eval --spec {params.spec:q} --weights {input.weights} --data {input.data}"
         " --out {output} > {log} 2>&1"
 
 
 rule perf_data:
     input:
-        SOURCE + "/eval.npz",
+        src("eval.npz"),
     output:
-        SOURCE + "/perf_data.json",
+        src("perf_data.json"),
     params:
         spec=export_spec,
+    conda:
+        "../envs/deploybench.yaml"
     log:
-        SOURCE + "/logs/perf_data.log",
+        src("logs/perf_data.log"),
     shell:
-        "{PY} perf-data --spec {params.spec:q} --eval {input} --out {output} > {log} 2>&1"
+        "python -m deploybench perf-data --spec {params.spec:q} --eval {input} --out {output} > {log} 2>&1"
 
 
 rule export:
     input:
-        weights=SOURCE + "/weights.pt",
-        eval=SOURCE + "/eval.npz",
+        weights=src("weights.pt"),
+        eval=src("eval.npz"),
     output:
         "results/{model}/export/{export_format}/{exported}",
     params:
         spec=export_spec,
+    conda:
+        "../envs/deploybench.yaml"
     log:
         "results/{model}/export/{export_format}/logs/{exported}.log",
     benchmark:
         "results/{model}/export/{export_format}/benchmarks/{exported}.tsv"
     shell:
-        "{PY} export --spec {params.spec:q} --format {wildcards.export_format}"
+        "python -m deploybench export --spec {params.spec:q} --format {wildcards.export_format}"
         " --weights {input.weights} --eval {input.eval} --out {output} > {log} 2>&1"

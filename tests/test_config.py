@@ -2,7 +2,6 @@
 
 import pytest
 from conftest import main_config
-
 from deploybench.config import ConfigError, Settings, step_spec
 
 
@@ -41,7 +40,6 @@ def test_schema_errors_name_the_value_and_place():
 
 def test_batch_sizes_beyond_max_batch_size_are_refused(tmp_path):
     import yaml
-
     from conftest import ROOT
 
     model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())

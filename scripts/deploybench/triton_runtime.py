@@ -106,7 +106,7 @@ def prepare(tritonserver: str | None = None, backend_dir: str | None = None) -> 
         server = bundled / "bin" / "tritonserver"
         stub = bundled / "python_backend_stubs" / pyver / "triton_python_backend_stub"
         if not stub.is_file():
-            raise RuntimeMissing(f"the bundled Triton has no python backend stub for Python {pyver}")
+            raise RuntimeMissing(f"the bundled Triton has no python backend stub for {pyver}")
         # A private backend folder: the bundled python backend plus the stub of this Python.
         backends = work / "backends"
         python_backend = backends / "python"

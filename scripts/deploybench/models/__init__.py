@@ -1,0 +1,1 @@
+"""Model plug-ins (see deploybench.plugins for the API each module provides)."""

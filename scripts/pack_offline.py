@@ -1,0 +1,162 @@
+"""Pack what an offline GPU machine lacks to run this pipeline, into one .tar.xz.
+
+The lent GPU machines (and many cluster nodes) have a CUDA PyTorch but no network,
+no snakemake, no tritonclient, no Triton server. This collects, from this machine's
+environment:
+  - the Triton server of the nvidia-pytriton wheel (binary, python backend with the stub
+    of the target Python, its libraries minus the unused libpython),
+  - perf_analyzer (tritonclient 2.50 wheel), libcudart.so.12 it links,
+  - the Python packages the pipeline needs that the target lacks: pure-Python ones are
+    copied from this environment, compiled ones are fetched as wheels for the target
+    Python (pip download, so this step needs the package index),
+into `<out>/offline-py<X.Y>.tar.xz`. On the target:
+
+    mkdir -p /tmp/db && tar -xJf .pack/offline-py3.12.tar.xz -C /tmp/db
+    export PYTHONPATH=/tmp/db/site:$PWD/scripts PATH=/tmp/db/bin:$PATH
+    python3 -m snakemake ...
+
+Usage: python scripts/pack_offline.py --python 3.12 --out .pack
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).
+ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12"]
+# Already on the target (the lent H100's image); `--have` replaces this list.
+TARGET_HAS = [
+    "torch", "numpy", "pandas", "matplotlib", "onnx", "onnxruntime", "pyyaml", "grpcio",
+    "psutil", "wrapt", "jinja2", "markupsafe", "packaging", "requests", "urllib3", "certifi",
+    "idna", "charset-normalizer", "attrs", "tabulate", "aiohttp", "typing-extensions",
+    "filelock", "fsspec", "sympy", "mpmath", "networkx", "pillow", "six", "python-dateutil",
+    "pytz", "tzdata", "contourpy", "cycler", "fonttools", "kiwisolver", "pyparsing",
+    "setuptools", "pip", "triton", "pytest", "pluggy", "iniconfig", "pygments",
+    "frozenlist", "multidict", "yarl", "aiosignal", "aiohappyeyeballs", "propcache",
+    "annotated-types", "click", "rich", "markdown-it-py", "mdurl",
+]
+SKIP = {"pulp"}  # 36 MB; snakemake falls back to its greedy scheduler without it
+PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64",
+             "manylinux1_x86_64", "manylinux_2_5_x86_64", "manylinux_2_24_x86_64",
+             "manylinux_2_27_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64"]
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def closure(roots: list[str], stop: set[str]) -> list[md.Distribution]:
+    """Installed distributions needed by `roots` (extras ignored), minus `stop`."""
+    seen: dict[str, md.Distribution] = {}
+    todo = list(roots)
+    while todo:
+        name = norm(todo.pop())
+        if name in seen or name in stop:
+            continue
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        seen[name] = dist
+        for req in dist.requires or []:
+            if "extra ==" in req and not any(f'extra == "{e}"' in req for e in ("http", "grpc")):
+                continue
+            todo.append(re.split(r"[ ;<>=!~\[(]", req, maxsplit=1)[0])
+    return list(seen.values())
+
+
+def is_pure(dist: md.Distribution) -> bool:
+    return not any(str(f).endswith(".so") or ".so." in str(f) for f in dist.files or [])
+
+
+def copy_dist(dist: md.Distribution, site: Path) -> None:
+    for f in dist.files or []:
+        src = Path(dist.locate_file(f))
+        unused = f.suffix in (".a", ".h") or any(
+            p == "__pycache__" or p == ".." or p.endswith(".data") for p in f.parts)
+        if src.is_file() and not unused:
+            dest = site / f
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+
+
+def fetch_wheel(dist: md.Distribution, python: str, site: Path, tmp: Path) -> None:
+    """The compiled wheel for the target; the same version if built for it, else the
+    newest that is (e.g. geventhttpclient 2.0.2 has no CPython 3.12 wheel)."""
+    name = dist.metadata["Name"]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+           "--python-version", python, "--implementation", "cp", "-d", str(tmp)]
+    for p in PLATFORMS:
+        cmd += ["--platform", p]
+    if subprocess.run([*cmd, f"{name}=={dist.version}"]).returncode:
+        print(f"  ({name} {dist.version} has no wheel for Python {python}; taking the newest)")
+        subprocess.run([*cmd, name], check=True)
+    wheel = next(tmp.glob(f"{norm(dist.metadata['Name']).replace('-', '_')}-*.whl"), None) \
+        or sorted(tmp.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1]
+    with zipfile.ZipFile(wheel) as z:  # the package itself; not its .data (scripts, binaries)
+        z.extractall(site, [n for n in z.namelist() if ".data/" not in n])
+
+
+def pack_triton(python: str, site: Path, bin_dir: Path) -> None:
+    from deploybench.triton_runtime import _package_dir  # no import: pytriton's deps are absent
+
+    pkg = _package_dir("pytriton")
+    server = pkg / "tritonserver"
+    dest = site / "pytriton" / "tritonserver"
+    for part in ("bin", "backends", "caches"):
+        shutil.copytree(server / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    stub = server / "python_backend_stubs" / python
+    shutil.copytree(stub, dest / "python_backend_stubs" / python)
+    (site / "pytriton" / "__init__.py").write_text("")
+    libs = pkg.parent / "nvidia_pytriton.libs"
+    shutil.copytree(libs, site / "nvidia_pytriton.libs",
+                    ignore=shutil.ignore_patterns("libpython3*"))
+    perf_analyzer = Path(shutil.which("perf_analyzer") or Path(sys.executable).parent /
+                         "perf_analyzer")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(perf_analyzer, bin_dir / "perf_analyzer")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", default="3.12", help="Python X.Y of the target")
+    parser.add_argument("--out", default=".pack", type=Path)
+    parser.add_argument("--have", nargs="*", default=TARGET_HAS,
+                        help="distributions the target already has")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "bundle"
+        site = root / "site"
+        site.mkdir(parents=True)
+        dists = closure(ROOTS, {norm(n) for n in args.have} | SKIP)
+        for dist in sorted(dists, key=lambda d: norm(d.metadata["Name"])):
+            name = norm(dist.metadata["Name"])
+            if is_pure(dist) or name.startswith("nvidia-"):
+                copy_dist(dist, site)
+            else:
+                wheels = Path(tmp) / "wheels" / name
+                wheels.mkdir(parents=True)
+                fetch_wheel(dist, args.python, site, wheels)
+            print(f"  {name} {dist.version}")
+        pack_triton(args.python, site, root / "bin")
+        args.out.mkdir(parents=True, exist_ok=True)
+        archive = args.out / f"offline-py{args.python}.tar.xz"
+        with tarfile.open(archive, "w:xz") as tar:
+            for item in sorted(root.iterdir()):
+                tar.add(item, arcname=item.name)
+    print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
