@@ -38,13 +38,14 @@ ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12"]
 # Already on the target (the lent H100's image); `--have` replaces this list.
 TARGET_HAS = [
     "torch", "numpy", "pandas", "matplotlib", "onnx", "onnxruntime", "pyyaml", "grpcio",
+    "protobuf",  # a newer one than tritonclient asks for; onnx there needs it
     "psutil", "wrapt", "jinja2", "markupsafe", "packaging", "requests", "urllib3", "certifi",
     "idna", "charset-normalizer", "attrs", "tabulate", "aiohttp", "typing-extensions",
     "filelock", "fsspec", "sympy", "mpmath", "networkx", "pillow", "six", "python-dateutil",
-    "pytz", "tzdata", "contourpy", "cycler", "fonttools", "kiwisolver", "pyparsing",
+    "contourpy", "cycler", "fonttools", "kiwisolver", "pyparsing",
     "setuptools", "pip", "triton", "pytest", "pluggy", "iniconfig", "pygments",
     "frozenlist", "multidict", "yarl", "aiosignal", "aiohappyeyeballs", "propcache",
-    "annotated-types", "click", "rich", "markdown-it-py", "mdurl",
+    "click", "rich", "markdown-it-py", "mdurl",
 ]
 SKIP = {"pulp"}  # 36 MB; snakemake falls back to its greedy scheduler without it
 PLATFORMS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64",
@@ -104,8 +105,15 @@ def fetch_wheel(dist: md.Distribution, python: str, site: Path, tmp: Path) -> No
         subprocess.run([*cmd, name], check=True)
     wheel = next(tmp.glob(f"{norm(dist.metadata['Name']).replace('-', '_')}-*.whl"), None) \
         or sorted(tmp.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1]
-    with zipfile.ZipFile(wheel) as z:  # the package itself; not its .data (scripts, binaries)
-        z.extractall(site, [n for n in z.namelist() if ".data/" not in n])
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            # <dist>.data/purelib|platlib/ belong in site-packages; other .data (scripts) not
+            parts = info.filename.split("/")
+            if parts[0].endswith(".data"):
+                if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
+                    continue
+                info.filename = "/".join(parts[2:])
+            z.extract(info, site)
 
 
 def pack_triton(python: str, site: Path, bin_dir: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import atomic, runtimes, source
+from . import atomic, device, runtimes, source
 
 COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_abs_error",
            "atol", "rtol", "passed"]
@@ -27,8 +27,10 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, atol: float, rtol: floa
 
 def run_check(run: dict, converted: Path, eval_npz: Path, out: Path) -> pd.DataFrame:
     model = run["model"]
+    device.check(run["gpu"], run["allow_gpu_mismatch"])
     inputs, reference, _ = source.load_eval(model, eval_npz)
-    infer = runtimes.load(converted, run["backend"]["runtime"], run["precision"], run["gpu"])
+    infer = runtimes.load(converted, run["backend"]["runtime"], run["precision"], run["gpu"],
+                          [t["name"] for t in model["inputs"]])
     bs = model["conversion"]["batch_size"]
     parts = [infer([a[i : i + bs] for a in inputs]) for i in range(0, len(inputs[0]), bs)]
     outputs = [np.concatenate(p) for p in zip(*parts)]

@@ -184,8 +184,8 @@ def _check_batches(model: str, gpu: str, settings: dict) -> None:
 
 
 # What each per-configuration step reads: a change to anything else does not re-run it.
-_COMMON = ("key", "gpu", "backend", "precision", "artifact")
-_SERVE = (*_COMMON, "server", "allow_gpu_mismatch")
+_COMMON = ("key", "gpu", "backend", "precision", "artifact", "allow_gpu_mismatch")
+_SERVE = (*_COMMON, "server")
 STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # step: (run fields, model fields)
     "convert": (_COMMON, ("inputs", "outputs", "triton")),

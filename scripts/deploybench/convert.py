@@ -5,12 +5,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from . import atomic
+from . import atomic, device
 from .runtimes import torch_device
 
 
 def convert(run: dict, exported: Path, out: Path) -> None:
     runtime, precision = run["backend"]["runtime"], run["precision"]
+    if runtime == "tensorrt" or precision != "fp32":  # these run on the keyed device
+        device.check(run["gpu"], run["allow_gpu_mismatch"])
     with atomic.output(out) as tmp:
         if runtime == "tensorrt":
             from .tensorrt import build_engine

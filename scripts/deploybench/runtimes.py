@@ -24,8 +24,9 @@ def torch_device(gpu: dict):
     return torch.device("cuda:0")
 
 
-def load(artifact: Path, runtime: str, precision: str, gpu: dict) -> Callable:
-    """A function list[np.ndarray] -> list[np.ndarray] (FP32 outputs)."""
+def load(artifact: Path, runtime: str, precision: str, gpu: dict,
+         input_names: list[str]) -> Callable:
+    """A function list[np.ndarray] (in the order of `input_names`) -> FP32 outputs."""
     if runtime == "torch":
         import torch
 
@@ -54,11 +55,12 @@ def load(artifact: Path, runtime: str, precision: str, gpu: dict) -> Callable:
                 )
             providers.insert(0, "CUDAExecutionProvider")
         session = ort.InferenceSession(str(artifact), providers=providers)
-        names = [i.name for i in session.get_inputs()]
-        half = {i.name for i in session.get_inputs() if i.type == "tensor(float16)"}
+        # An exported graph drops inputs the model never reads (TFT's id): feed the rest.
+        types = {i.name: i.type for i in session.get_inputs()}
 
         def run(arrays):
-            feed = {n: (a.astype(np.float16) if n in half else a) for n, a in zip(names, arrays)}
+            feed = {n: (a.astype(np.float16) if types[n] == "tensor(float16)" else a)
+                    for n, a in zip(input_names, arrays) if n in types}
             return [np.asarray(o, dtype=np.float32) for o in session.run(None, feed)]
 
         return run

@@ -7,7 +7,9 @@ stops the server whatever happens.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +21,16 @@ from . import atomic, device, perf, plugins, provenance, repository, source, tri
 from .server import TritonServer
 
 ACCURACY_COLUMNS = ["name", "kind", "triton", "native", "limit", "passed"]
+
+
+def archive(*paths: Path) -> None:
+    """Keep a dated copy of a finished measurement under history/: Snakemake deletes a
+    job's old outputs when it re-runs it, and a failed re-run must not lose them."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for path in paths:
+        dest = path.parent / "history" / f"{path.stem}-{stamp}{path.suffix}"
+        dest.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, dest)
 
 
 def runtime_for(run: dict) -> triton_runtime.Runtime:
@@ -84,6 +96,7 @@ def accuracy(run: dict, config_pbtxt: Path, eval_npz: Path, out_csv: Path, out_j
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))
+    archive(out_csv, out_json)
     return table
 
 
@@ -123,6 +136,7 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.round(4).to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))
+    archive(out_csv, out_json)
     for f in work.iterdir():
         f.unlink()
     work.rmdir()

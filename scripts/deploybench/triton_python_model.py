@@ -59,8 +59,10 @@ class TritonPythonModel:
 
     def _run(self, arrays):
         if self.runtime == "onnxruntime":
-            feed = {}
+            feed = {}  # an exported graph drops inputs the model never reads: skip those
             for name, array in zip(self.inputs, arrays):
+                if name not in self.session_inputs:
+                    continue
                 if self.session_inputs[name] == "tensor(float16)":
                     array = array.astype(np.float16)
                 feed[name] = array
