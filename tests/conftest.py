@@ -24,8 +24,8 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(TINY), "-c2",
-           "--resources", "bench_slot=1", *args]
+           "--directory", str(workdir), "--configfile", str(TINY), "-c2", *args,
+           "--resources", "bench_slot=1"]  # after args: it takes several values
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
     if check and result.returncode != 0:
         logs = "\n".join(

@@ -12,9 +12,11 @@ from . import atomic
 
 def markdown_table(table: pd.DataFrame) -> str:
     def cell(v):
+        if v is None or (isinstance(v, float) and pd.isna(v)):
+            return ""
         if isinstance(v, float):
             return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}" if v else "0.0"
-        return "" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+        return str(v)
 
     head = "| " + " | ".join(table.columns) + " |"
     rule = "|" + "|".join("---:" for _ in table.columns) + "|"

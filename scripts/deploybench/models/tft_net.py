@@ -197,7 +197,8 @@ class InterpretableMultiHeadAttention(nn.Module):
             (self.n_head * self.d_head, self.n_head * self.d_head, self.d_head), dim=-1)
         q = q.view(bs, t, self.n_head, self.d_head).permute(0, 2, 1, 3)
         k = k.view(bs, t, self.n_head, self.d_head).permute(0, 2, 3, 1)
-        score = torch.matmul(q, k) * self.scale + self._mask[:, :t, :t].to(x.dtype)
+        # the mask buffer follows the module dtype (.half()); no dtype cast to bake in a trace
+        score = torch.matmul(q, k) * self.scale + self._mask[:, :t, :t]
         prob = self.attn_dropout(F.softmax(score, dim=3))
         attn_vec = torch.matmul(prob, v.view(bs, t, self.d_head).unsqueeze(1))
         out = self.out_dropout(self.out_proj(torch.mean(attn_vec, dim=1)))
