@@ -33,6 +33,7 @@ rule configuration_report:
         offline_throughput=cfg("plots/offline_throughput.png"),
         offline_latency=cfg("plots/offline_latency.png"),
         online_latency=cfg("plots/online_latency.png"),
+        native=cfg("native.csv"),
         weights=src("weights.pt"),
     output:
         cfg("README.md"),
@@ -50,7 +51,7 @@ rule configuration_report:
         " --offline-json {input.offline_json} --online-json {input.online_json}"
         " --offline-throughput {input.offline_throughput}"
         " --offline-latency {input.offline_latency} --online-latency {input.online_latency}"
-        " --weights {input.weights} --out {output} > {log} 2>&1"
+        " --native {input.native} --weights {input.weights} --out {output} > {log} 2>&1"
 
 
 rule model_report:

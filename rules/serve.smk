@@ -54,3 +54,24 @@ rule performance:
         "python -m deploybench {wildcards.scenario} --spec {params.spec:q} --config {params.config}"
         " --data {input.data} --accuracy {input.accuracy} --out {output.csv}"
         " --report {output.report} --log {log.perf} --server-log {log.server} > {log.log} 2>&1"
+
+
+rule native:
+    input:
+        converted=converted_path,
+        eval=lambda w: f"results/{w.model}/source/eval.npz",
+    output:
+        cfg("native.csv"),
+    params:
+        spec=spec("native"),
+    resources:
+        bench_slot=1,
+    conda:
+        "../envs/deploybench.yaml"
+    log:
+        cfg("logs/native.log"),
+    benchmark:
+        cfg("benchmarks/native.tsv")
+    shell:
+        "python -m deploybench native --spec {params.spec:q} --converted {input.converted}"
+        " --eval {input.eval} --out {output} > {log} 2>&1"

@@ -24,7 +24,8 @@ def test_run_resolves_the_device_overrides(settings):
         (("tft-tiny", "cpu", "tensorflow", "fp32"), "unknown backend 'tensorflow'; valid backends"),
         (("tft-tiny", "cpu", "onnx", "int4"), "unknown precision 'int4'; valid precisions: fp16"),
         (("tft-tiny", "cpu", "onnx", "fp16"), "precision 'fp16' cannot run on GPU key 'cpu'"),
-        (("tft-tiny", "cpu", "trt", "fp32"), "backend 'trt' (TensorRT) needs an NVIDIA GPU"),
+        (("tft-tiny", "cpu", "trt", "fp32"), "backend 'trt' (NVIDIA TensorRT) needs an NVIDIA GPU"),
+        (("tft-tiny", "cpu", "ts-trace-cg", "fp32"), "(PyTorch (TorchScript trace + CUDA graphs)) needs an NVIDIA GPU"),
     ],
 )
 def test_bad_keys_are_refused_with_the_valid_ones(settings, key, message):

@@ -29,8 +29,7 @@ def run_check(run: dict, converted: Path, eval_npz: Path, out: Path) -> pd.DataF
     model = run["model"]
     device.check(run["gpu"], run["allow_gpu_mismatch"])
     inputs, reference, _ = source.load_eval(model, eval_npz)
-    infer = runtimes.load(converted, run["backend"]["runtime"], run["precision"], run["gpu"],
-                          [t["name"] for t in model["inputs"]])
+    infer = runtimes.load(converted, run)
     bs = model["conversion"]["batch_size"]
     parts = [infer([a[i : i + bs] for a in inputs]) for i in range(0, len(inputs[0]), bs)]
     outputs = [np.concatenate(p) for p in zip(*parts)]

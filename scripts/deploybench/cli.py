@@ -21,12 +21,14 @@ STEPS: dict[str, list[str]] = {
     "convert": ["exported", "out"],
     "check": ["converted", "eval", "out"],
     "repository": ["artifact", "check", "out"],
+    "native": ["converted", "eval", "out"],
     "accuracy": ["config", "eval", "out", "report", "server_log"],
     "offline": ["config", "data", "accuracy", "out", "report", "log", "server_log"],
     "online": ["config", "data", "accuracy", "out", "report", "log", "server_log"],
     "plots": ["offline", "online", "offline_throughput", "offline_latency", "online_latency"],
     "report": ["check", "accuracy", "offline", "online", "offline_json", "online_json",
-               "offline_throughput", "offline_latency", "online_latency", "weights", "out"],
+               "offline_throughput", "offline_latency", "online_latency", "native", "weights",
+               "out"],
     "model-report": ["out", "configs"],
 }
 
@@ -62,6 +64,10 @@ def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
         from .check import run_check
 
         print(run_check(spec, p["converted"], p["eval"], p["out"]).to_string(index=False))
+    elif step == "native":
+        from .native import measure
+
+        print(measure(spec, p["converted"], p["eval"], p["out"]).to_string(index=False))
     elif step == "repository":
         from .check import require_passed
         from .repository import create

@@ -105,10 +105,10 @@ class Settings:
                 f"it runs {', '.join(entry['precisions'])}"
                 + ("; FP16 needs a CUDA GPU key such as h100" if entry["kind"] == "cpu" else "")
             )
-        if BACKENDS[backend].needs_tensorrt and entry["kind"] != "gpu":
+        if BACKENDS[backend].needs_gpu and entry["kind"] != "gpu":
             raise ConfigError(
-                f"backend '{backend}' (TensorRT) needs an NVIDIA GPU; GPU key '{gpu}' is "
-                f"{entry['kind']}; use a GPU key ({', '.join(self.gpu_keys('gpu'))})"
+                f"backend '{backend}' ({BACKENDS[backend].title}) needs an NVIDIA GPU; GPU key "
+                f"'{gpu}' is {entry['kind']}; use a GPU key ({', '.join(self.gpu_keys('gpu'))})"
             )
 
     def gpu_keys(self, kind: str) -> list[str]:
@@ -189,7 +189,8 @@ _SERVE = (*_COMMON, "server")
 STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # step: (run fields, model fields)
     "convert": (_COMMON, ("inputs", "outputs", "triton")),
-    "check": (_COMMON, ("inputs", "outputs", "conversion")),
+    "check": (_COMMON, ("inputs", "outputs", "conversion", "triton")),
+    "native": (_COMMON, ("inputs", "outputs", "triton", "offline")),
     "repository": (_COMMON, ("inputs", "outputs", "triton")),
     "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),

@@ -20,7 +20,7 @@ def convert(run: dict, exported: Path, out: Path) -> None:
             build_engine(run, exported, tmp)
         elif precision == "fp32":
             shutil.copyfile(exported, tmp)  # the export is already FP32
-        elif runtime == "torch":
+        elif runtime in ("torch", "torch-cudagraph"):
             import torch
 
             model = torch.jit.load(str(exported), map_location=torch_device(run["gpu"]))

@@ -21,7 +21,7 @@ class Backend:
     export: str         # key of EXPORT_ARTIFACTS it is converted from
     artifact: str       # file name of the converted model
     runtime: str        # what serves it in the python backend
-    needs_tensorrt: bool = False
+    needs_gpu: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -31,8 +31,11 @@ BACKENDS = {
     b.key: b
     for b in (
         Backend("onnx", "ONNX Runtime", "onnx", "model.onnx", "onnxruntime"),
-        Backend("trt", "NVIDIA TensorRT", "onnx", "model.plan", "tensorrt", needs_tensorrt=True),
+        Backend("trt", "NVIDIA TensorRT", "onnx", "model.plan", "tensorrt", needs_gpu=True),
         Backend("ts-trace", "PyTorch (TorchScript trace)", "ts-trace", "model.pt", "torch"),
         Backend("ts-script", "PyTorch (TorchScript script)", "ts-script", "model.pt", "torch"),
+        # The fastest PyTorch path the python backend serves honestly without TensorRT.
+        Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
+                "model.pt", "torch-cudagraph", needs_gpu=True),
     )
 }

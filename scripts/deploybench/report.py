@@ -24,6 +24,15 @@ def markdown_table(table: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body])
 
 
+def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
+    served = pd.read_csv(offline_csv)[["Batch", "Inferences/Second"]]
+    native = pd.read_csv(native_csv)[["Batch", "Inferences/Second"]]
+    table = served.merge(native, on="Batch", suffixes=(" served", " native"))
+    table["served/native"] = (table["Inferences/Second served"]
+                              / table["Inferences/Second native"]).round(3)
+    return table
+
+
 def _params_table(rows: list[tuple[str, object]]) -> str:
     return "\n".join(["| Parameter Name | Parameter Value |", "|:---|:---|",
                       *[f"| {k} | {v} |" for k, v in rows]])
@@ -91,6 +100,13 @@ Static batching, system shared memory, concurrency 1 (gRPC).
 ![Latency vs batch]({rel["offline_latency"]})
 
 {markdown_table(pd.read_csv(files["offline"]))}
+
+## Serving overhead: Triton vs native
+
+The same converted model, runner, batch sizes and precision in-process on the same
+device (`native.csv`), against the offline scenario through Triton.
+
+{markdown_table(served_vs_native(files["offline"], files["native"]))}
 
 ## Online scenario
 

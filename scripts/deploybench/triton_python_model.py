@@ -3,9 +3,10 @@
 It runs inside Triton's python backend stub, so it imports only the runtime it serves
 (onnxruntime or torch) and numpy, never the deploybench package. What it serves comes
 from the `parameters` of config.pbtxt: `artifact` (file in the version folder),
-`runtime` (onnxruntime | torch) and `precision` (fp32 | fp16). CPU instances share the
-cores evenly, so that two instances on two cores do not oversubscribe them.
+`runtime` (onnxruntime | torch | torch-cudagraph) and `precision` (fp32 | fp16).
 Requests of one execute() call (dynamic batching) are concatenated and run as one batch.
+`ArtifactRunner` is also what the pipeline uses in-process (conversion check, native
+throughput), so the served and the native numbers run the same code.
 """
 
 import json
@@ -13,60 +14,95 @@ import os
 from pathlib import Path
 
 import numpy as np
-import triton_python_backend_utils as pb_utils
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported by the pipeline, outside Triton
+    pb_utils = None
 
 
-class TritonPythonModel:
-    def initialize(self, args):
-        config = json.loads(args["model_config"])
-        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
-        self.inputs = [t["name"] for t in config["input"]]
-        self.outputs = [t["name"] for t in config["output"]]
-        self.output_dtypes = [
-            pb_utils.triton_string_to_numpy(t["data_type"]) for t in config["output"]
-        ]
-        artifact = Path(args["model_repository"]) / args["model_version"] / params["artifact"]
-        on_gpu = args["model_instance_kind"] == "GPU"
-        cpu_instances = sum(g["count"] for g in config["instance_group"] if g["kind"] == "KIND_CPU")
-        threads = 0 if on_gpu else max(1, (os.cpu_count() or 1) // max(1, cpu_instances))
-        self.fp16 = params.get("precision") == "fp16"
-        self.runtime = params["runtime"]
-        if self.runtime == "torch":
+class CudaGraphRunner:
+    """Replays one CUDA graph per batch bucket (powers of two up to the max batch size):
+    a batch is padded to its bucket, so any batch size the dynamic batcher forms reuses a
+    captured graph, and a replay costs one launch instead of hundreds of kernel launches."""
+
+    def __init__(self, model, max_batch_size):
+        self.model = model
+        self.buckets = sorted({min(2**i, max_batch_size) for i in range(32)
+                               if 2 ** (i - 1) < max_batch_size})
+        self.graphs = {}
+
+    def _capture(self, bucket, example):
+        import torch
+
+        static_in = [torch.zeros((bucket, *t.shape[1:]), dtype=t.dtype, device=t.device)
+                     for t in example]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):  # warm-up on a side stream, as capture requires
+                self.model(*static_in)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = self.model(*static_in)
+        out = out if isinstance(out, (tuple, list)) else (out,)
+        self.graphs[bucket] = (static_in, out, graph)
+
+    def __call__(self, *tensors):
+        n = tensors[0].shape[0]
+        bucket = next(b for b in self.buckets if b >= n)
+        if bucket not in self.graphs:
+            self._capture(bucket, tensors)
+        static_in, static_out, graph = self.graphs[bucket]
+        for dst, src in zip(static_in, tensors):
+            dst[:n].copy_(src)
+        graph.replay()
+        return tuple(o[:n] for o in static_out)
+
+
+class ArtifactRunner:
+    """Loads an artifact with its runtime; __call__(list of numpy) -> list of numpy."""
+
+    def __init__(self, artifact, runtime, precision, input_names, device_id=None,
+                 threads=0, max_batch_size=1):
+        self.runtime, self.input_names = runtime, list(input_names)
+        self.fp16 = precision == "fp16"
+        if runtime in ("torch", "torch-cudagraph"):
             import torch
 
             self.torch = torch
             if threads:
                 torch.set_num_threads(threads)
-            self.device = torch.device(
-                f"cuda:{args['model_instance_device_id']}" if on_gpu else "cpu"
-            )
+            self.device = torch.device("cpu" if device_id is None else f"cuda:{device_id}")
             self.model = torch.jit.load(str(artifact), map_location=self.device).eval()
-        elif self.runtime == "onnxruntime":
+            if runtime == "torch-cudagraph":
+                if self.device.type != "cuda":
+                    raise ValueError("runtime torch-cudagraph needs a GPU instance")
+                self.model = CudaGraphRunner(self.model, max_batch_size)
+        elif runtime == "onnxruntime":
             import onnxruntime as ort
 
             options = ort.SessionOptions()
             if threads:
                 options.intra_op_num_threads = threads
             providers = ["CPUExecutionProvider"]
-            if on_gpu:
-                providers.insert(
-                    0, ("CUDAExecutionProvider", {"device_id": args["model_instance_device_id"]})
-                )
+            if device_id is not None:
+                providers.insert(0, ("CUDAExecutionProvider", {"device_id": device_id}))
             self.session = ort.InferenceSession(str(artifact), options, providers=providers)
+            # An exported graph drops inputs the model never reads (TFT's id): skip those.
             self.session_inputs = {i.name: i.type for i in self.session.get_inputs()}
         else:
-            raise pb_utils.TritonModelException(f"unknown runtime parameter '{self.runtime}'")
+            raise ValueError(f"unknown runtime '{runtime}'")
 
-    def _run(self, arrays):
+    def __call__(self, arrays):
         if self.runtime == "onnxruntime":
-            feed = {}  # an exported graph drops inputs the model never reads: skip those
-            for name, array in zip(self.inputs, arrays):
-                if name not in self.session_inputs:
-                    continue
-                if self.session_inputs[name] == "tensor(float16)":
-                    array = array.astype(np.float16)
-                feed[name] = array
-            return self.session.run(self.outputs, feed)
+            feed = {}
+            for name, array in zip(self.input_names, arrays):
+                if name in self.session_inputs:
+                    half = self.session_inputs[name] == "tensor(float16)"
+                    feed[name] = array.astype(np.float16) if half else array
+            return [np.asarray(o, dtype=np.float32) for o in self.session.run(None, feed)]
         torch = self.torch
         with torch.inference_mode():
             tensors = []
@@ -79,6 +115,27 @@ class TritonPythonModel:
             result = result if isinstance(result, (tuple, list)) else (result,)
             return [r.float().cpu().numpy() for r in result]
 
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        self.inputs = [t["name"] for t in config["input"]]
+        self.outputs = [t["name"] for t in config["output"]]
+        self.output_dtypes = [
+            pb_utils.triton_string_to_numpy(t["data_type"]) for t in config["output"]
+        ]
+        on_gpu = args["model_instance_kind"] == "GPU"
+        # CPU instances share the cores evenly, so that two instances do not oversubscribe.
+        cpu_instances = sum(g["count"] for g in config["instance_group"] if g["kind"] == "KIND_CPU")
+        self.runner = ArtifactRunner(
+            Path(args["model_repository"]) / args["model_version"] / params["artifact"],
+            params["runtime"], params.get("precision", "fp32"), self.inputs,
+            device_id=int(args["model_instance_device_id"]) if on_gpu else None,
+            threads=0 if on_gpu else max(1, (os.cpu_count() or 1) // max(1, cpu_instances)),
+            max_batch_size=max(1, config.get("max_batch_size", 1)),
+        )
+
     def execute(self, requests):
         per_request = [
             [pb_utils.get_input_tensor_by_name(r, name).as_numpy() for name in self.inputs]
@@ -86,7 +143,7 @@ class TritonPythonModel:
         ]
         sizes = [arrays[0].shape[0] for arrays in per_request]
         batch = [p[0] if len(p) == 1 else np.concatenate(p) for p in zip(*per_request)]
-        outputs = self._run(batch)
+        outputs = self.runner(batch)
         responses, start = [], 0
         for size in sizes:
             tensors = [
