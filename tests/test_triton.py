@@ -51,7 +51,7 @@ def test_server_serves_the_model_and_always_stops(toy_repo):
     with pytest.raises(RuntimeError, match="boom"), server:
         server.load("toy")
         x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
-        (y,) = infer_all(server.http_url, RUN, [x], batch_size=2)
+        (y,) = infer_all(server.grpc_url, RUN, [x], batch_size=2)
         np.testing.assert_allclose(y, model(torch.from_numpy(x)).detach().numpy(), atol=1e-5)
         port = server.ports["http"]
         raise RuntimeError("boom")

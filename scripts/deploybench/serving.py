@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from . import atomic, device, perf, plugins, provenance, repository, source, triton_runtime
@@ -58,17 +59,18 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
 
 
 def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int) -> list:
+    """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch."""
     model = run["model"]
-    client = httpclient.InferenceServerClient(url, network_timeout=600.0)
+    client = grpcclient.InferenceServerClient(url)
     parts = []
     for start in range(0, len(inputs[0]), batch_size):
         request = []
         for spec, array in zip(model["inputs"], inputs):
             chunk = np.ascontiguousarray(array[start : start + batch_size])
-            tensor = httpclient.InferInput(spec["name"], list(chunk.shape), spec["dtype"])
-            tensor.set_data_from_numpy(chunk, binary_data=True)
+            tensor = grpcclient.InferInput(spec["name"], list(chunk.shape), spec["dtype"])
+            tensor.set_data_from_numpy(chunk)
             request.append(tensor)
-        wanted = [httpclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
+        wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
         result = client.infer(run["key"]["model"], request, outputs=wanted)
         parts.append([result.as_numpy(t["name"]) for t in model["outputs"]])
     return [np.concatenate(p) for p in zip(*parts)]
@@ -79,7 +81,7 @@ def accuracy(run: dict, config_pbtxt: Path, eval_npz: Path, out_csv: Path, out_j
     model = run["model"]
     inputs, reference, targets = source.load_eval(model, eval_npz)
     with served(run, config_pbtxt, server_log) as (server, prov):
-        outputs = infer_all(server.http_url, run, inputs, model["accuracy"]["batch_size"])
+        outputs = infer_all(server.grpc_url, run, inputs, model["accuracy"]["batch_size"])
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)
     native = plugin.evaluate(model["hparams"], reference, targets)
@@ -119,7 +121,7 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
         inputs = _warmup_inputs(data_json, run)
         client_batches = {b for b, _ in perf.sweep(run, scenario)}
         for batch in sorted(client_batches):  # warm-up: each batch size once before measuring
-            infer_all(server.http_url, run, [np.repeat(a, batch, axis=0) for a in inputs], batch)
+            infer_all(server.grpc_url, run, [np.repeat(a, batch, axis=0) for a in inputs], batch)
         for batch, concurrency in perf.sweep(run, scenario):
             rows.append(perf.measure(run, scenario, server, batch, concurrency, data_json,
                                      work, log))
