@@ -14,4 +14,5 @@ if [ ! -d "$dest/site" ]; then
 fi
 export PYTHONPATH="$dest/site:$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$dest/bin:$PATH"
+export DEPLOYBENCH_SERVER_PYTHONPATH="$dest/stub-site"
 exec python3 -m snakemake "$@" --resources bench_slot=1  # last: it takes several values

@@ -13,7 +13,9 @@ into `<out>/offline-py<X.Y>.tar.xz`. On the target:
 
     mkdir -p /tmp/db && tar -xJf .pack/offline-py3.12.tar.xz -C /tmp/db
     export PYTHONPATH=/tmp/db/site:$PWD/scripts PATH=/tmp/db/bin:$PATH
+    export DEPLOYBENCH_SERVER_PYTHONPATH=/tmp/db/stub-site
     python3 -m snakemake ...
+(scripts/offline_run.sh does this.)
 
 Usage: python scripts/pack_offline.py --python 3.12 --out .pack
 """
@@ -158,6 +160,11 @@ def main() -> None:
                 fetch_wheel(dist, args.python, site, wheels)
             print(f"  {name} {dist.version}")
         pack_triton(args.python, site, root / "bin")
+        # The python backend stub of Triton 2.51 returns empty output tensors under
+        # numpy 2 (seen on the H100 image): the server's Python gets numpy 1.26 first.
+        stub_site = root / "stub-site"
+        stub_site.mkdir()
+        fetch_wheel(md.distribution("numpy"), args.python, stub_site, Path(tmp) / "numpy1")
         args.out.mkdir(parents=True, exist_ok=True)
         archive = args.out / f"offline-py{args.python}.tar.xz"
         with tarfile.open(archive, "w:xz") as tar:

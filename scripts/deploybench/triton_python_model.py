@@ -11,9 +11,16 @@ throughput), so the served and the native numbers run the same code.
 
 import json
 import os
+import sys
 from pathlib import Path
 
-import numpy as np
+# The stub runs Python isolated (PYTHONPATH ignored): take the pipeline's packages from
+# DEPLOYBENCH_STUB_PATH, set by deploybench.triton_runtime, before importing any of them.
+for _path in reversed(os.environ.get("DEPLOYBENCH_STUB_PATH", "").split(os.pathsep)):
+    if _path and _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import numpy as np  # noqa: E402
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -118,6 +125,13 @@ class ArtifactRunner:
 
 class TritonPythonModel:
     def initialize(self, args):
+        if int(np.__version__.split(".")[0]) >= 2:
+            # Seen with Triton 2.51's stub: numpy 2 responses carry empty output tensors.
+            raise pb_utils.TritonModelException(
+                f"numpy {np.__version__} in the python backend stub: Triton 2.51 returns "
+                "empty outputs with numpy 2; set DEPLOYBENCH_SERVER_PYTHONPATH to a folder "
+                "with numpy<2 (scripts/offline_run.sh does)"
+            )
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.inputs = [t["name"] for t in config["input"]]

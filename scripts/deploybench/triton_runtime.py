@@ -126,8 +126,12 @@ def prepare(tritonserver: str | None = None, backend_dir: str | None = None) -> 
     env["LD_LIBRARY_PATH"] = os.pathsep.join(
         p for p in [*lib_path, env.get("LD_LIBRARY_PATH", "")] if p
     )
-    # The python backend stub embeds the base interpreter; give it this environment's packages.
-    env["PYTHONPATH"] = os.pathsep.join(
-        [*site.getsitepackages(), env.get("PYTHONPATH", "")]
-    ).rstrip(os.pathsep)
+    # The python backend stub runs the base interpreter isolated (PYTHONPATH ignored); the
+    # served model.py puts these paths first: DEPLOYBENCH_SERVER_PYTHONPATH (packages for the
+    # server only, e.g. the numpy<2 that the stub of Triton 2.51 needs where the environment
+    # has numpy 2), then this environment's packages.
+    server_only = env.get("DEPLOYBENCH_SERVER_PYTHONPATH", "")
+    env["DEPLOYBENCH_STUB_PATH"] = os.pathsep.join(
+        p for p in [server_only, *site.getsitepackages(), env.get("PYTHONPATH", "")] if p
+    )
     return Runtime(server, backends, _find_perf_analyzer(), env)
