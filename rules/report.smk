@@ -61,7 +61,11 @@ rule model_report:
         "results/{model}/README.md",
     params:
         spec=lambda w: json.dumps(
-            {"model": w.model, "title": SETTINGS.models[w.model]["title"]}
+            {
+                "model": w.model,
+                "title": SETTINGS.models[w.model]["title"],
+                "reference": SETTINGS.reference(w.model),
+            }
         ),
     conda:
         "../envs/deploybench.yaml"

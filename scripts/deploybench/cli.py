@@ -103,7 +103,8 @@ def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
     elif step == "model-report":
         from .report import model_readme
 
-        model_readme(spec["title"], spec["model"], [Path(c) for c in a.configs], p["out"])
+        model_readme(spec["title"], spec["model"], [Path(c) for c in a.configs], p["out"],
+                     spec.get("reference"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,6 +84,14 @@ class Settings:
             raise ConfigError(f"no model configs (*.yaml) in '{models_dir}'")
         return models
 
+    def reference(self, model: str) -> dict | None:
+        """The model's published seed rows (table path resolved), if it has them."""
+        ref = self.models[model].get("reference")
+        if not ref:
+            return None
+        return {**ref, "path": str(self._path(ref["table"])),
+                "document": self.models[model].get("seed_document", "the seed document")}
+
     def model_file(self, model: str) -> Path:
         return self._path(self.config["models_dir"]) / f"{model}.yaml"
 

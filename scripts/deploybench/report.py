@@ -127,9 +127,40 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
         tmp.write_text(text)
 
 
-def model_readme(title: str, model: str, configs: list[Path], out: Path) -> None:
+def _column(folder: Path) -> str:
+    return f"{folder.parent.name} {folder.name}"
+
+
+def reference_comparison(configs: list[Path], reference_csv: Path, dataset: str,
+                         scenario: str) -> pd.DataFrame:
+    """Inferences/second of this pipeline's GPU configurations beside the seed's published
+    rows (every GPU and backend of the document) at the same batch sizes (offline) or
+    concurrencies (online)."""
+    key = "Batch" if scenario == "offline" else "Concurrency"
+    ref = pd.read_csv(reference_csv)
+    ref = ref[(ref["scenario"] == scenario) & (ref["dataset"] == dataset)]
+    table = None
+    for readme in configs:
+        folder = readme.parent
+        if folder.parent.name == "cpu" or not (folder / f"{scenario}.csv").is_file():
+            continue
+        ours = pd.read_csv(folder / f"{scenario}.csv")[[key, "Inferences/Second"]]
+        ours = ours.rename(columns={"Inferences/Second": _column(folder)})
+        table = ours if table is None else table.merge(ours, on=key, how="outer")
+    if table is None:
+        return pd.DataFrame()
+    for (gpu, backend), rows in ref.groupby(["gpu_key", "backend"], sort=True):
+        published = rows[[key, "Inferences/Second"]].rename(
+            columns={"Inferences/Second": f"{gpu} {backend} (seed)"})
+        table = table.merge(published, on=key, how="left")
+    return table.sort_values(key)
+
+
+def model_readme(title: str, model: str, configs: list[Path], out: Path,
+                 reference: dict | None = None) -> None:
     """Gather every configuration of a model built so far (best offline throughput,
-    lowest online latency) with links to their reports."""
+    lowest online latency, serving overhead) with links to their reports, and where the
+    model has a seed reference table, GPU results beside the published ones."""
     rows = []
     for readme in sorted(configs):
         folder = readme.parent
@@ -137,15 +168,26 @@ def model_readme(title: str, model: str, configs: list[Path], out: Path) -> None
         online = pd.read_csv(folder / "online.csv")
         best = offline.loc[offline["Inferences/Second"].idxmax()]
         gpu, config = folder.parent.name, folder.name
+        ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
         rows.append({
             "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
             "Best offline inf/s": best["Inferences/Second"], "at batch": int(best["Batch"]),
             "Offline batch-1 avg latency (ms)":
                 offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
             "Online max inf/s": online["Inferences/Second"].max(),
+            "served/native at max batch": ratio["served/native"].iloc[-1],
         })
     table = pd.DataFrame(rows)
     text = f"# {title}: results\n\nEvery configuration of `{model}` built so far.\n\n"
     text += markdown_table(table) if rows else "Nothing built yet."
+    if reference:
+        for scenario in ("offline", "online"):
+            compared = reference_comparison(sorted(configs), Path(reference["path"]),
+                                            reference["dataset"], scenario)
+            if len(compared):
+                text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
+                         f"published tables\n\nSeed rows: `{reference['table']}` (parsed "
+                         f"from {reference['document']}), dataset {reference['dataset']}.\n\n"
+                         + markdown_table(compared))
     with atomic.output(out) as tmp:
         tmp.write_text(text + "\n")
