@@ -1,6 +1,7 @@
 """Bad keys and impossible combinations are refused early, naming what would be valid."""
 
 import pytest
+
 from conftest import main_config
 from deploybench.config import ConfigError, Settings, step_spec
 
@@ -25,7 +26,8 @@ def test_run_resolves_the_device_overrides(settings):
         (("tft-tiny", "cpu", "onnx", "int4"), "unknown precision 'int4'; valid precisions: fp16"),
         (("tft-tiny", "cpu", "onnx", "fp16"), "precision 'fp16' cannot run on GPU key 'cpu'"),
         (("tft-tiny", "cpu", "trt", "fp32"), "backend 'trt' (NVIDIA TensorRT) needs an NVIDIA GPU"),
-        (("tft-tiny", "cpu", "ts-trace-cg", "fp32"), "(PyTorch (TorchScript trace + CUDA graphs)) needs an NVIDIA GPU"),
+        (("tft-tiny", "cpu", "ts-trace-cg", "fp32"),
+         "(PyTorch (TorchScript trace + CUDA graphs)) needs an NVIDIA GPU"),
     ],
 )
 def test_bad_keys_are_refused_with_the_valid_ones(settings, key, message):
@@ -41,6 +43,7 @@ def test_schema_errors_name_the_value_and_place():
 
 def test_batch_sizes_beyond_max_batch_size_are_refused(tmp_path):
     import yaml
+
     from conftest import ROOT
 
     model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())

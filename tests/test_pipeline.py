@@ -8,6 +8,7 @@ import re
 import pandas as pd
 import pytest
 import yaml
+
 from conftest import ROOT, TINY, snakemake
 from deploybench.perf import COLUMNS
 from deploybench.repository import read_config

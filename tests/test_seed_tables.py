@@ -1,8 +1,8 @@
 """The seed's published tables, parsed once into config/reference/ (and kept in sync)."""
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 from deploybench import seed_tables
 
 SEED = ROOT.parent / "shared" / "seeds" / "002_86a4b5901d69b16e.txt"

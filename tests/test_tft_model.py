@@ -8,6 +8,7 @@ import onnxruntime as ort
 import pytest
 import torch
 import yaml
+
 from conftest import ROOT
 from deploybench.models import tft, tft_data
 from deploybench.tensors import check_arrays

@@ -5,6 +5,7 @@ import socket
 import numpy as np
 import pytest
 import torch
+
 from deploybench import repository, triton_runtime
 from deploybench.server import ServerError, TritonServer
 from deploybench.serving import infer_all
