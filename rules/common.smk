@@ -1,4 +1,3 @@
-import glob
 import json
 from pathlib import Path
 
@@ -76,8 +75,8 @@ def default_targets():
     return readmes + [f"results/{m}/README.md" for m in models]
 
 
-def built_configurations(w):
-    """Every configuration report of the model on disk, plus those of the default targets."""
-    built = set(glob.glob(f"results/{w.model}/*/*/README.md"))
-    wanted = {configuration_readme(t) for t in config["targets"] if t["model"] == w.model}
-    return sorted(built | wanted)
+def model_report_inputs(w):
+    """The model's configurations among the default targets. The report also gathers,
+    when it runs, every other configuration report already on disk (e.g. committed GPU
+    results), without making them inputs that this machine would have to rebuild."""
+    return [configuration_readme(t) for t in config["targets"] if t["model"] == w.model]

@@ -56,7 +56,7 @@ rule configuration_report:
 
 rule model_report:
     input:
-        built_configurations,
+        model_report_inputs,
     output:
         "results/{model}/README.md",
     params:

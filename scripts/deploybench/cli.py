@@ -103,7 +103,8 @@ def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
     elif step == "model-report":
         from .report import model_readme
 
-        model_readme(spec["title"], spec["model"], [Path(c) for c in a.configs], p["out"],
+        built = set(p["out"].parent.glob("*/*/README.md")) | {Path(c) for c in a.configs}
+        model_readme(spec["title"], spec["model"], sorted(built), p["out"],
                      spec.get("reference"))
 
 
