@@ -131,14 +131,15 @@ def _column(folder: Path) -> str:
     return f"{folder.parent.name} {folder.name}"
 
 
-def reference_comparison(configs: list[Path], reference_csv: Path, dataset: str,
-                         scenario: str) -> pd.DataFrame:
+def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
+                         dataset: str, scenario: str) -> pd.DataFrame:
     """Inferences/second of this pipeline's GPU configurations beside the seed's published
     rows (every GPU and backend of the document) at the same batch sizes (offline) or
     concurrencies (online)."""
     key = "Batch" if scenario == "offline" else "Concurrency"
-    ref = pd.read_csv(reference_csv)
-    ref = ref[(ref["scenario"] == scenario) & (ref["dataset"] == dataset)]
+    ref = pd.read_csv(reference_csv, low_memory=False)
+    ref = ref[(ref["document"] == document) & (ref["scenario"] == scenario)
+              & (ref["dataset"] == dataset)].rename(columns={key.lower(): key})
     table = None
     for readme in configs:
         folder = readme.parent
@@ -183,7 +184,8 @@ def model_readme(title: str, model: str, configs: list[Path], out: Path,
     if reference:
         for scenario in ("offline", "online"):
             compared = reference_comparison(sorted(configs), Path(reference["path"]),
-                                            reference["dataset"], scenario)
+                                            reference["document"], reference["dataset"],
+                                            scenario)
             if len(compared):
                 text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
                          f"published tables\n\nSeed rows: `{reference['table']}` (parsed "
