@@ -1,8 +1,11 @@
 """The Temporal Fusion Transformer (Lim et al., 2019) as DeepLearningExamples deploys it.
 
-Module and parameter names follow DeepLearningExamples' PyTorch TFT, so its checkpoints
-load with strict=True. Written for deployment: TorchScript (trace and script) and ONNX
-export, FP16 after `.half()` (no hard-coded dtypes inside forward).
+Submodule and parameter names follow DeepLearningExamples' PyTorch TFT (`modeling.py`),
+so a state_dict of its `TemporalFusionTransformer` loads here with strict=True, and
+modules are created in the same order, so one seed gives the same initial weights.
+Written for deployment: eval-mode forward that traces, scripts and exports to ONNX, and
+runs in FP16 after `.half()` (no dtype is fixed inside forward; the causal mask is a
+buffer, so it follows the module's dtype).
 """
 
 from __future__ import annotations
@@ -14,25 +17,40 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+# The input groups in the order of DeepLearningExamples' FEAT_NAMES (and Triton's tensors).
+INPUT_NAMES = ("s_cat", "s_cont", "k_cat", "k_cont", "o_cat", "o_cont", "target", "id")
+
 
 def tft_config(hparams: dict) -> SimpleNamespace:
-    """The hyper-parameters plus the variable counts DeepLearningExamples derives."""
+    """The hyper-parameters plus the variable counts DeepLearningExamples derives in its
+    configuration classes (num_static_vars, num_future_vars, num_historic_vars)."""
     c = SimpleNamespace(**hparams)
+    if c.hidden_size % c.n_head:
+        raise ValueError(f"hidden_size {c.hidden_size} is not a multiple of n_head {c.n_head}")
+    if not 0 < c.encoder_length < c.example_length:
+        raise ValueError(f"encoder_length {c.encoder_length} must lie inside example_length "
+                         f"{c.example_length}: the decoder needs at least one future step")
     c.num_static_vars = c.static_continuous_inp_size + len(c.static_categorical_inp_lens)
-    c.num_future_vars = c.temporal_known_continuous_inp_size + len(
-        c.temporal_known_categorical_inp_lens)
+    c.num_future_vars = (c.temporal_known_continuous_inp_size
+                         + len(c.temporal_known_categorical_inp_lens))
     c.num_historic_vars = (c.num_future_vars + c.temporal_observed_continuous_inp_size
-                           + c.temporal_target_size + len(c.temporal_observed_categorical_inp_lens))
+                           + len(c.temporal_observed_categorical_inp_lens)
+                           + c.temporal_target_size)
+    if c.num_static_vars == 0 or c.num_future_vars == 0:
+        # the static encoder and the future VSN have nothing to select from otherwise
+        raise ValueError("TFT needs at least one static and one known (future) input")
     return c
 
 
 class MaybeLayerNorm(nn.Module):
+    """LayerNorm, except over a single feature, where it would zero the output."""
+
     def __init__(self, output_size: Optional[int], hidden_size: int, eps: float):
         super().__init__()
         if output_size == 1:
             self.ln = nn.Identity()
         else:
-            self.ln = nn.LayerNorm(output_size if output_size else hidden_size, eps=eps)
+            self.ln = nn.LayerNorm(output_size or hidden_size, eps=eps)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.ln(x)
@@ -48,105 +66,128 @@ class GLU(nn.Module):
 
 
 class GRN(nn.Module):
-    """Gated residual network, with an optional context vector."""
+    """Gated residual network: LN(a' + GLU(W_i ELU(W_a a + W_c c))), where a' is `a`
+    projected to the output size when that differs from the input size."""
 
     def __init__(self, input_size: int, hidden_size: int, output_size: Optional[int] = None,
                  context_hidden_size: Optional[int] = None, dropout: float = 0.0):
         super().__init__()
         self.layer_norm = MaybeLayerNorm(output_size, hidden_size, eps=1e-3)
         self.lin_a = nn.Linear(input_size, hidden_size)
-        self.has_context = context_hidden_size is not None
+        # Identity stand-ins have no parameters, so the state_dict keys stay DLE's.
         if context_hidden_size is not None:
             self.lin_c = nn.Linear(context_hidden_size, hidden_size, bias=False)
         else:
             self.lin_c = nn.Identity()
         self.lin_i = nn.Linear(hidden_size, hidden_size)
-        self.glu = GLU(hidden_size, output_size if output_size else hidden_size)
+        self.glu = GLU(hidden_size, output_size or hidden_size)
         self.dropout = nn.Dropout(dropout)
-        self.has_proj = bool(output_size)
         self.out_proj = nn.Linear(input_size, output_size) if output_size else nn.Identity()
 
     def forward(self, a: Tensor, c: Optional[Tensor] = None) -> Tensor:
         x = self.lin_a(a)
-        if c is not None and self.has_context:
-            x = x + self.lin_c(c).unsqueeze(1)
+        if c is not None:
+            x = x + self.lin_c(c).unsqueeze(1)  # one context vector for all time steps
         x = self.glu(self.dropout(self.lin_i(F.elu(x))))
         return self.layer_norm(x + self.out_proj(a))
 
 
+def _embedding_list(lens: list[int], hidden: int) -> Optional[nn.ModuleList]:
+    return nn.ModuleList([nn.Embedding(n, hidden) for n in lens]) if lens else None
+
+
+def _vectors(n: int, hidden: int) -> Optional[nn.Parameter]:
+    # Uninitialised here and filled by reset_parameters, in DLE's order (same RNG draws).
+    return nn.Parameter(torch.empty(n, hidden)) if n else None
+
+
+def _bias(n: int, hidden: int) -> Optional[nn.Parameter]:
+    return nn.Parameter(torch.zeros(n, hidden)) if n else None
+
+
 class TFTEmbedding(nn.Module):
-    """Embeds the seven input groups into [..., n_vars, hidden] tensors."""
+    """Turns each input variable into a `hidden_size` vector: an embedding per categorical
+    variable, a learned vector scaled by the value (plus a bias) per continuous one.
+    Returns [B, n_static, H], [B, T, n_known, H], [B, T, n_observed, H] (or None),
+    [B, T, n_target, H]."""
 
     def __init__(self, c: SimpleNamespace):
         super().__init__()
         h = c.hidden_size
-
-        def embeddings(lens):
-            return nn.ModuleList([nn.Embedding(n, h) for n in lens]) if lens else None
-
-        def vectors(n):
-            return nn.Parameter(nn.init.xavier_normal_(torch.empty(n, h))) if n else None
-
-        def bias(n):
-            return nn.Parameter(torch.zeros(n, h)) if n else None
-
-        self.s_cat_embed = embeddings(c.static_categorical_inp_lens)
-        self.t_cat_k_embed = embeddings(c.temporal_known_categorical_inp_lens)
-        self.t_cat_o_embed = embeddings(c.temporal_observed_categorical_inp_lens)
-        self.s_cont_embedding_vectors = vectors(c.static_continuous_inp_size)
-        self.t_cont_k_embedding_vectors = vectors(c.temporal_known_continuous_inp_size)
-        self.t_cont_o_embedding_vectors = vectors(c.temporal_observed_continuous_inp_size)
-        self.t_tgt_embedding_vectors = vectors(c.temporal_target_size)
-        self.s_cont_embedding_bias = bias(c.static_continuous_inp_size)
-        self.t_cont_k_embedding_bias = bias(c.temporal_known_continuous_inp_size)
-        self.t_cont_o_embedding_bias = bias(c.temporal_observed_continuous_inp_size)
-        self.t_tgt_embedding_bias = bias(c.temporal_target_size)
+        self.s_cat_embed = _embedding_list(c.static_categorical_inp_lens, h)
+        self.t_cat_k_embed = _embedding_list(c.temporal_known_categorical_inp_lens, h)
+        self.t_cat_o_embed = _embedding_list(c.temporal_observed_categorical_inp_lens, h)
+        self.s_cont_embedding_vectors = _vectors(c.static_continuous_inp_size, h)
+        self.t_cont_k_embedding_vectors = _vectors(c.temporal_known_continuous_inp_size, h)
+        self.t_cont_o_embedding_vectors = _vectors(c.temporal_observed_continuous_inp_size, h)
+        self.t_tgt_embedding_vectors = nn.Parameter(torch.empty(c.temporal_target_size, h))
+        self.s_cont_embedding_bias = _bias(c.static_continuous_inp_size, h)
+        self.t_cont_k_embedding_bias = _bias(c.temporal_known_continuous_inp_size, h)
+        self.t_cont_o_embedding_bias = _bias(c.temporal_observed_continuous_inp_size, h)
+        self.t_tgt_embedding_bias = nn.Parameter(torch.zeros(c.temporal_target_size, h))
+        for vectors in (self.s_cont_embedding_vectors, self.t_cont_k_embedding_vectors,
+                        self.t_cont_o_embedding_vectors, self.t_tgt_embedding_vectors):
+            if vectors is not None:
+                nn.init.xavier_normal_(vectors)
 
     @staticmethod
-    def _join(cat: Optional[Tensor], cont: Optional[Tensor], cont_emb: Optional[Tensor],
-              cont_bias: Optional[Tensor]) -> Optional[Tensor]:
-        """Concatenate categorical embeddings and scaled continuous vectors of one group."""
-        if cont is not None and cont_emb is not None and cont_bias is not None:
-            e_cont = cont.unsqueeze(-1) * cont_emb + cont_bias
-            return e_cont if cat is None else torch.cat([cat, e_cont], dim=-2)
-        return cat
+    def _continuous(x: Optional[Tensor], vectors: Optional[Tensor],
+                    bias: Optional[Tensor]) -> Optional[Tensor]:
+        if x is None or vectors is None or bias is None:
+            return None
+        return x.unsqueeze(-1) * vectors + bias
 
-    def forward(self, s_cat: Optional[Tensor], s_cont: Optional[Tensor], k_cat: Optional[Tensor],
-                k_cont: Optional[Tensor], o_cat: Optional[Tensor], o_cont: Optional[Tensor],
-                target: Tensor):
-        # One loop per group: TorchScript iterates a ModuleList only as an attribute.
+    @staticmethod
+    def _join(cat: Optional[Tensor], cont: Optional[Tensor]) -> Optional[Tensor]:
+        """Categorical variables first, then continuous ones, as DLE orders them."""
+        if cat is None:
+            return cont
+        if cont is None:
+            return cat
+        return torch.cat([cat, cont], dim=-2)
+
+    def forward(self, s_cat: Optional[Tensor], s_cont: Optional[Tensor],
+                k_cat: Optional[Tensor], k_cont: Optional[Tensor], o_cat: Optional[Tensor],
+                o_cont: Optional[Tensor], target: Tensor):
+        # Static inputs repeat over time; DLE reads them at the first step.
+        if s_cat is not None:
+            s_cat = s_cat[:, 0, :]
+        if s_cont is not None:
+            s_cont = s_cont[:, 0, :]
+        # One loop per group: TorchScript iterates a ModuleList only as a module attribute.
         s_cat_e: Optional[Tensor] = None
-        k_cat_e: Optional[Tensor] = None
-        o_cat_e: Optional[Tensor] = None
         if s_cat is not None and self.s_cat_embed is not None:
-            s_cat = s_cat[:, 0, :]  # static inputs repeat over time; the first step has them
             parts: list[Tensor] = []
-            for i, emb in enumerate(self.s_cat_embed):
-                parts.append(emb(s_cat[..., i]))
+            for i, embed in enumerate(self.s_cat_embed):
+                parts.append(embed(s_cat[..., i]))
             s_cat_e = torch.stack(parts, dim=-2)
+        k_cat_e: Optional[Tensor] = None
         if k_cat is not None and self.t_cat_k_embed is not None:
-            parts: list[Tensor] = []
-            for i, emb in enumerate(self.t_cat_k_embed):
-                parts.append(emb(k_cat[..., i]))
+            parts = []
+            for i, embed in enumerate(self.t_cat_k_embed):
+                parts.append(embed(k_cat[..., i]))
             k_cat_e = torch.stack(parts, dim=-2)
+        o_cat_e: Optional[Tensor] = None
         if o_cat is not None and self.t_cat_o_embed is not None:
-            parts: list[Tensor] = []
-            for i, emb in enumerate(self.t_cat_o_embed):
-                parts.append(emb(o_cat[..., i]))
+            parts = []
+            for i, embed in enumerate(self.t_cat_o_embed):
+                parts.append(embed(o_cat[..., i]))
             o_cat_e = torch.stack(parts, dim=-2)
-        s_cont = s_cont[:, 0, :] if s_cont is not None else None
-        s_inp = self._join(s_cat_e, s_cont, self.s_cont_embedding_vectors,
-                           self.s_cont_embedding_bias)
-        t_known = self._join(k_cat_e, k_cont, self.t_cont_k_embedding_vectors,
-                             self.t_cont_k_embedding_bias)
-        t_observed = self._join(o_cat_e, o_cont, self.t_cont_o_embedding_vectors,
-                                self.t_cont_o_embedding_bias)
-        assert self.t_tgt_embedding_vectors is not None and self.t_tgt_embedding_bias is not None
-        t_tgt = target.unsqueeze(-1) * self.t_tgt_embedding_vectors + self.t_tgt_embedding_bias
-        return s_inp, t_known, t_observed, t_tgt
+
+        s_inp = self._join(s_cat_e, self._continuous(
+            s_cont, self.s_cont_embedding_vectors, self.s_cont_embedding_bias))
+        t_known = self._join(k_cat_e, self._continuous(
+            k_cont, self.t_cont_k_embedding_vectors, self.t_cont_k_embedding_bias))
+        t_observed = self._join(o_cat_e, self._continuous(
+            o_cont, self.t_cont_o_embedding_vectors, self.t_cont_o_embedding_bias))
+        t_target = target.unsqueeze(-1) * self.t_tgt_embedding_vectors + self.t_tgt_embedding_bias
+        return s_inp, t_known, t_observed, t_target
 
 
 class VariableSelectionNetwork(nn.Module):
+    """Weights the variables (softmax of a GRN over all of them, with an optional context)
+    and sums their per-variable GRN outputs: [..., n_vars, H] -> [..., H]."""
+
     def __init__(self, c: SimpleNamespace, num_inputs: int):
         super().__init__()
         self.joint_grn = GRN(c.hidden_size * num_inputs, c.hidden_size, output_size=num_inputs,
@@ -156,12 +197,15 @@ class VariableSelectionNetwork(nn.Module):
 
     def forward(self, x: Tensor, context: Optional[Tensor] = None):
         weights = F.softmax(self.joint_grn(torch.flatten(x, start_dim=-2), c=context), dim=-1)
-        embedded = torch.stack([m(x[..., i, :]) for i, m in enumerate(self.var_grns)], dim=-1)
-        # batched matrix-vector product: [..., hidden, vars] x [..., vars, 1]
-        return torch.matmul(embedded, weights.unsqueeze(-1)).squeeze(-1), weights
+        transformed = torch.stack([m(x[..., i, :]) for i, m in enumerate(self.var_grns)], dim=-1)
+        # [..., H, n_vars] @ [..., n_vars, 1]: the weighted sum over variables
+        return torch.matmul(transformed, weights.unsqueeze(-1)).squeeze(-1), weights
 
 
 class StaticCovariateEncoder(nn.Module):
+    """Static variables -> four context vectors: variable selection (cs), enrichment (ce),
+    and the LSTM's initial hidden (ch) and cell (cc) states."""
+
     def __init__(self, c: SimpleNamespace):
         super().__init__()
         self.vsn = VariableSelectionNetwork(c, c.num_static_vars)
@@ -169,14 +213,14 @@ class StaticCovariateEncoder(nn.Module):
             [GRN(c.hidden_size, c.hidden_size, dropout=c.dropout) for _ in range(4)])
 
     def forward(self, x: Tensor):
-        ctx, _ = self.vsn(x)
-        # variable selection, enrichment, LSTM state h, LSTM state c
-        cs, ce, ch, cc = [m(ctx) for m in self.context_grns]
+        selected, _ = self.vsn(x)
+        cs, ce, ch, cc = [m(selected) for m in self.context_grns]
         return cs, ce, ch, cc
 
 
 class InterpretableMultiHeadAttention(nn.Module):
-    """Heads share the value projection; their attention vectors are averaged."""
+    """Causal self-attention whose heads share one value projection; the heads' outputs
+    are averaged (so the attention weights stay interpretable) before the projection."""
 
     def __init__(self, c: SimpleNamespace):
         super().__init__()
@@ -188,26 +232,30 @@ class InterpretableMultiHeadAttention(nn.Module):
         self.attn_dropout = nn.Dropout(c.attn_dropout)
         self.out_dropout = nn.Dropout(c.dropout)
         self.scale = self.d_head ** -0.5
-        causal = torch.triu(torch.full((c.example_length, c.example_length), float("-inf")), 1)
-        self.register_buffer("_mask", causal.unsqueeze(0))
+        # A buffer (in DLE's state_dict too): it follows .half() and .to(device).
+        mask = torch.triu(torch.full((c.example_length, c.example_length), float("-inf")), 1)
+        self.register_buffer("_mask", mask.unsqueeze(0))
 
     def forward(self, x: Tensor):
         bs, t, _ = x.shape
         q, k, v = self.qkv_linears(x).split(
             (self.n_head * self.d_head, self.n_head * self.d_head, self.d_head), dim=-1)
-        q = q.view(bs, t, self.n_head, self.d_head).permute(0, 2, 1, 3)
-        k = k.view(bs, t, self.n_head, self.d_head).permute(0, 2, 3, 1)
-        # the mask buffer follows the module dtype (.half()); no dtype cast to bake in a trace
-        score = torch.matmul(q, k) * self.scale + self._mask[:, :t, :t]
+        q = q.view(bs, t, self.n_head, self.d_head).permute(0, 2, 1, 3)  # [B, n, T, d]
+        k = k.view(bs, t, self.n_head, self.d_head).permute(0, 2, 3, 1)  # [B, n, d, T]
+        v = v.view(bs, t, self.d_head).unsqueeze(1)  # [B, 1, T, d]: shared by all heads
+        score = torch.matmul(q, k) * self.scale + self._mask  # t == example_length
         prob = self.attn_dropout(F.softmax(score, dim=3))
-        attn_vec = torch.matmul(prob, v.view(bs, t, self.d_head).unsqueeze(1))
-        out = self.out_dropout(self.out_proj(torch.mean(attn_vec, dim=1)))
-        return out, attn_vec
+        heads = torch.matmul(prob, v)
+        out = self.out_dropout(self.out_proj(torch.mean(heads, dim=1)))
+        return out, prob
 
 
 class TemporalFusionTransformer(nn.Module):
-    """forward(s_cat, s_cont, k_cat, k_cont, o_cat, o_cont, target) with None for absent
-    input groups -> quantile forecasts [batch, example_length - encoder_length, quantiles]."""
+    """forward(s_cat, s_cont, k_cat, k_cont, o_cat, o_cont, target), None for absent input
+    groups -> quantile forecasts [B, example_length - encoder_length, n_quantiles].
+
+    DLE's forward takes a dict; positional Optional tensors trace, script and export
+    the same graph without dict plumbing."""
 
     def __init__(self, c: SimpleNamespace):
         super().__init__()
@@ -233,42 +281,45 @@ class TemporalFusionTransformer(nn.Module):
     def forward(self, s_cat: Optional[Tensor], s_cont: Optional[Tensor],
                 k_cat: Optional[Tensor], k_cont: Optional[Tensor], o_cat: Optional[Tensor],
                 o_cont: Optional[Tensor], target: Tensor) -> Tensor:
-        s_inp, t_known, t_observed, t_tgt = self.embedding(
+        s_inp, t_known, t_observed, t_target = self.embedding(
             s_cat, s_cont, k_cat, k_cont, o_cat, o_cont, target)
-        assert s_inp is not None and t_known is not None
+        assert s_inp is not None and t_known is not None  # checked by tft_config
         cs, ce, ch, cc = self.static_encoder(s_inp)
-        enc = self.encoder_length
-        history_parts = [t_known[:, :enc, :], t_tgt[:, :enc, :]]
-        if t_observed is not None:
-            history_parts.insert(0, t_observed[:, :enc, :])
-        historical = torch.cat(history_parts, dim=-2)
-        future_inputs = t_known[:, enc:]
 
-        historical_features, _ = self.history_vsn(historical, cs)
+        # The past sees observed, known and target variables; the future the known ones.
+        enc = self.encoder_length
+        past = [t_known[:, :enc], t_target[:, :enc]]
+        if t_observed is not None:
+            past.insert(0, t_observed[:, :enc])
+        historical_features, _ = self.history_vsn(torch.cat(past, dim=-2), cs)
         history, state = self.history_encoder(
             historical_features, (ch.unsqueeze(0), cc.unsqueeze(0)))
-        future_features, _ = self.future_vsn(future_inputs, cs)
+        future_features, _ = self.future_vsn(t_known[:, enc:], cs)
         future, _ = self.future_encoder(future_features, state)
 
-        # gated skip connection over the LSTM layer
+        # Gated skip connection around the LSTM encoder-decoder.
         input_embedding = torch.cat([historical_features, future_features], dim=1)
         temporal = torch.cat([history, future], dim=1)
         temporal = self.input_gate_ln(self.input_gate(temporal) + input_embedding)
 
         enriched = self.enrichment_grn(temporal, c=ce)  # static enrichment
         x, _ = self.attention(enriched)
-        # only the forecast horizon is decoded
-        x, temporal, enriched = x[:, enc:, :], temporal[:, enc:, :], enriched[:, enc:, :]
+
+        # Only the forecast horizon is decoded.
+        x, temporal, enriched = x[:, enc:], temporal[:, enc:], enriched[:, enc:]
         x = self.attention_ln(self.attention_gate(x) + enriched)
         x = self.positionwise_grn(x)
         x = self.decoder_ln(self.decoder_gate(x) + temporal)
         return self.quantile_proj(x)
 
 
-class TritonTFT(nn.Module):
-    """The Triton-facing model: the eight tensors of the seed's deployment, where absent
-    input groups arrive as [batch, 1] dummies (known from the hyper-parameters, not from
-    shapes, so tracing and ONNX export bake no shape-dependent branch)."""
+class TFTWrapper(nn.Module):
+    """The Triton-facing model, like DLE's triton/model.py: eight tensors in FEAT_NAMES
+    order, absent feature groups as [B, 1] dummies, `id` unused by the network.
+
+    DLE tells a dummy by its shape (`x.shape[1] == 1`); here the hyper-parameters say
+    which groups exist, so a trace or an ONNX export bakes no shape test, and a real
+    input of one time step could not be mistaken for a dummy."""
 
     def __init__(self, c: SimpleNamespace):
         super().__init__()
