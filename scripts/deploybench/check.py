@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import atomic, device, runtimes, source
+from .tensors import batched
 
 COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_abs_error",
            "atol", "rtol", "passed"]
@@ -30,9 +31,7 @@ def run_check(run: dict, converted: Path, eval_npz: Path, out: Path) -> pd.DataF
     device.check(run["gpu"], run["allow_gpu_mismatch"])
     inputs, reference, _ = source.load_eval(model, eval_npz)
     infer = runtimes.load(converted, run)
-    bs = model["conversion"]["batch_size"]
-    parts = [infer([a[i : i + bs] for a in inputs]) for i in range(0, len(inputs[0]), bs)]
-    outputs = [np.concatenate(p) for p in zip(*parts)]
+    outputs = batched(infer, inputs, model["conversion"]["batch_size"])
     tol = model["conversion"]["tolerance"][run["precision"]]
     rows = [
         compare(spec["name"], got, ref, tol["atol"], tol["rtol"])

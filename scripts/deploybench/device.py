@@ -11,17 +11,24 @@ class DeviceMismatch(RuntimeError):
     """The GPU key of a target does not match this machine."""
 
 
+def query_gpus(fields: str) -> list[list[str]]:
+    """nvidia-smi's answer for `fields` (e.g. "name,driver_version"), one list per GPU;
+    empty on a machine without NVIDIA GPUs."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    result = subprocess.run(
+        ["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+        capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        return []
+    return [line.split(", ") for line in result.stdout.splitlines() if line.strip()]
+
+
 @lru_cache(maxsize=1)
 def gpu_names() -> tuple[str, ...]:
     """Names of the NVIDIA GPUs visible here (empty on a CPU-only machine)."""
-    if shutil.which("nvidia-smi"):
-        result = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True, text=True, check=False,
-        )
-        if result.returncode == 0:
-            return tuple(line.strip() for line in result.stdout.splitlines() if line.strip())
-    return ()
+    return tuple(row[0].strip() for row in query_gpus("name"))
 
 
 def check(gpu: dict, allow_mismatch: bool) -> dict:

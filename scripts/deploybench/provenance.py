@@ -7,8 +7,8 @@ import hashlib
 import importlib.metadata
 import json
 import platform
-import shutil
-import subprocess
+
+from .device import query_gpus
 
 
 def config_hash(run: dict) -> str:
@@ -23,13 +23,9 @@ def _version(package: str) -> str | None:
 
 
 def _nvidia_smi() -> dict:
-    if not shutil.which("nvidia-smi"):
+    gpus = query_gpus("name,driver_version,memory.total")
+    if not gpus:
         return {}
-    result = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-        capture_output=True, text=True, check=False,
-    )
-    gpus = [line.split(", ") for line in result.stdout.strip().splitlines() if line]
     return {"gpus": [{"name": g[0], "driver": g[1], "memory": g[2]} for g in gpus if len(g) == 3]}
 
 

@@ -20,6 +20,7 @@ import tritonclient.http as httpclient
 
 from . import atomic, device, perf, plugins, provenance, repository, source, triton_runtime
 from .server import TritonServer
+from .tensors import batched, numpy_dtype
 
 ACCURACY_COLUMNS = ["name", "kind", "triton", "native", "limit", "passed"]
 
@@ -62,18 +63,18 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int) ->
     """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch."""
     model = run["model"]
     client = grpcclient.InferenceServerClient(url)
-    parts = []
-    for start in range(0, len(inputs[0]), batch_size):
+    wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
+
+    def infer(arrays):
         request = []
-        for spec, array in zip(model["inputs"], inputs):
-            chunk = np.ascontiguousarray(array[start : start + batch_size])
-            tensor = grpcclient.InferInput(spec["name"], list(chunk.shape), spec["dtype"])
-            tensor.set_data_from_numpy(chunk)
+        for spec, array in zip(model["inputs"], arrays):
+            tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
+            tensor.set_data_from_numpy(np.ascontiguousarray(array))
             request.append(tensor)
-        wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
         result = client.infer(run["key"]["model"], request, outputs=wanted)
-        parts.append([result.as_numpy(t["name"]) for t in model["outputs"]])
-    return [np.concatenate(p) for p in zip(*parts)]
+        return [result.as_numpy(t["name"]) for t in model["outputs"]]
+
+    return batched(infer, inputs, batch_size)
 
 
 def accuracy(run: dict, config_pbtxt: Path, eval_npz: Path, out_csv: Path, out_json: Path,
@@ -147,8 +148,6 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
 
 def _warmup_inputs(data_json: Path, run: dict) -> list[np.ndarray]:
     """The first sample of the perf data, as batch-1 arrays."""
-    from .tensors import numpy_dtype
-
     first = json.loads(Path(data_json).read_text())["data"][0]
     return [
         np.asarray(first[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))

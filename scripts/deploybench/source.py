@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from . import atomic, plugins
-from .tensors import check_arrays, numpy_dtype
+from .tensors import batched, check_arrays, numpy_dtype
 
 
 def describe_weights(settings: dict) -> str:
@@ -51,13 +51,13 @@ def generate_data(settings: dict, out_dir: Path) -> None:
 
 def run_model(model: torch.nn.Module, inputs: list[np.ndarray], batch_size: int) -> list:
     """Outputs of an in-process model over `inputs`, batch by batch, as numpy arrays."""
-    parts = []
+    def infer(arrays):
+        result = model(*[torch.from_numpy(a) for a in arrays])
+        result = result if isinstance(result, (tuple, list)) else (result,)
+        return [r.float().numpy() for r in result]
+
     with torch.inference_mode():
-        for start in range(0, len(inputs[0]), batch_size):
-            result = model(*[torch.from_numpy(a[start : start + batch_size]) for a in inputs])
-            result = result if isinstance(result, (tuple, list)) else (result,)
-            parts.append([r.float().numpy() for r in result])
-    return [np.concatenate(p) for p in zip(*parts)]
+        return batched(infer, inputs, batch_size)
 
 
 def make_eval(settings: dict, weights: Path, data_dir: Path, out: Path) -> None:

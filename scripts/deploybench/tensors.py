@@ -13,6 +13,14 @@ def numpy_dtype(triton_dtype: str):
     return _NUMPY[triton_dtype]
 
 
+def batched(infer, inputs: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
+    """Run `infer` (list of input arrays -> list of output arrays) over `inputs` in
+    batches of `batch_size` and concatenate the outputs."""
+    parts = [infer([a[start : start + batch_size] for a in inputs])
+             for start in range(0, len(inputs[0]), batch_size)]
+    return [np.concatenate(p) for p in zip(*parts)]
+
+
 def check_arrays(specs: list[dict], arrays: list[np.ndarray], what: str) -> None:
     """Refuse arrays whose count, dtype or per-sample shape differ from the config."""
     if len(specs) != len(arrays):
