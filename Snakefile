@@ -14,6 +14,14 @@ configfile: Path(workflow.basedir) / "config" / "config.yaml"
 validate(config, "config/schema/config.schema.yaml")
 
 
+# Every rule's software environment: envs/deploybench.yaml (conda:, per rule) or, with
+# --software-deployment-method apptainer, the client/tooling image (containers/).
+if config.get("container"):
+
+    container: config["container"]
+
+
+
 include: "rules/common.smk"
 include: "rules/source.smk"
 include: "rules/convert.smk"

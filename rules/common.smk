@@ -1,6 +1,8 @@
 import json
+from functools import lru_cache
 from pathlib import Path
 
+from deploybench.cluster import RESOURCES, job_resources
 from deploybench.config import Settings, step_spec
 from deploybench.formats import BACKENDS, EXPORT_ARTIFACTS
 from deploybench.plugins import sources as plugin_sources
@@ -36,6 +38,22 @@ def run_of(w):
 def spec(step):
     """params: function giving the JSON settings a step depends on."""
     return lambda w: json.dumps(step_spec(run_of(w), step), sort_keys=True)
+
+
+@lru_cache(maxsize=None)
+def _job_resources(step, wildcards):
+    w = dict(wildcards)
+    run = SETTINGS.run(w["model"], w["gpu"], w["backend"], w["precision"]) if "gpu" in w else None
+    return job_resources(config["cluster"], SETTINGS.gpus, step, run)
+
+
+def cluster_resources(step):
+    """resources: of a rule's jobs on a cluster (deploybench.cluster): GPU, partition,
+    memory, runtime from the GPU registry and the config's `cluster` section."""
+    return {
+        name: (lambda wildcards, name=name: _job_resources(step, tuple(wildcards.items()))[name])
+        for name in RESOURCES
+    }
 
 
 def export_spec(w):

@@ -8,6 +8,8 @@ rule convert:
         cfg("converted/{converted}"),
     params:
         spec=spec("convert"),
+    resources:
+        **cluster_resources("convert"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -26,6 +28,8 @@ rule conversion_check:
         cfg("conversion_check.csv"),
     params:
         spec=spec("check"),
+    resources:
+        **cluster_resources("check"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -46,6 +50,8 @@ rule model_repository:
     params:
         spec=spec("repository"),
         config=lambda w, output: f"{output[0]}/{w.model}/config.pbtxt",
+    resources:
+        **cluster_resources("repository"),
     conda:
         "../envs/deploybench.yaml"
     log:

@@ -11,6 +11,8 @@ rule plots:
         online_latency=cfg("plots/online_latency.png"),
     params:
         spec=lambda w: json.dumps(dict(w.items())),
+    resources:
+        **cluster_resources("plots"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -41,6 +43,8 @@ rule configuration_report:
         spec=lambda w: json.dumps(
             {"run": run_of(w), "dataset": data_dir(w)}, sort_keys=True
         ),
+    resources:
+        **cluster_resources("report"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -67,6 +71,8 @@ rule model_report:
                 "reference": SETTINGS.reference(w.model),
             }
         ),
+    resources:
+        **cluster_resources("report"),
     conda:
         "../envs/deploybench.yaml"
     log:

@@ -14,6 +14,7 @@ rule accuracy:
         config=config_pbtxt,
     resources:
         bench_slot=1,
+        **cluster_resources("accuracy"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -42,6 +43,7 @@ rule performance:
         config=config_pbtxt,
     resources:
         bench_slot=1,
+        **cluster_resources("offline"),  # offline and online alike
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -66,6 +68,7 @@ rule native:
         spec=spec("native"),
     resources:
         bench_slot=1,
+        **cluster_resources("native"),
     conda:
         "../envs/deploybench.yaml"
     log:

@@ -8,6 +8,8 @@ rule weights:
         src("weights.pt"),
     params:
         spec=export_spec,
+    resources:
+        **cluster_resources("weights"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -25,6 +27,8 @@ rule generate_data:
         directory(src("data")),
     params:
         spec=export_spec,
+    resources:
+        **cluster_resources("data"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -43,6 +47,8 @@ rule eval_set:
         src("eval.npz"),
     params:
         spec=export_spec,
+    resources:
+        **cluster_resources("eval"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -61,6 +67,8 @@ rule perf_data:
         src("perf_data.json"),
     params:
         spec=export_spec,
+    resources:
+        **cluster_resources("perf-data"),
     conda:
         "../envs/deploybench.yaml"
     log:
@@ -77,6 +85,8 @@ rule export:
         "results/{model}/export/{export_format}/{exported}",
     params:
         spec=export_spec,
+    resources:
+        **cluster_resources("export"),
     conda:
         "../envs/deploybench.yaml"
     log:

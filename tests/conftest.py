@@ -19,13 +19,18 @@ def main_config(**overrides) -> dict:
     return deep_merge(config, overrides)
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the real snakemake on the repository's Snakefile with the tiny config."""
+def snakemake(workdir: Path, *args: str, check: bool = True,
+              profile: str | None = None) -> subprocess.CompletedProcess:
+    """Run the real snakemake on the repository's Snakefile with the tiny config, locally
+    or with one of the repository's workflow profiles (e.g. "slurm")."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-           "--directory", str(workdir), "--configfile", str(TINY), "-c2", *args,
-           "--resources", "bench_slot=1"]  # after args: it takes several values
+           "--directory", str(workdir), "--configfile", str(TINY)]
+    if profile:
+        cmd += ["--workflow-profile", str(ROOT / "profiles" / profile), *args]
+    else:  # --resources after args: it takes several values
+        cmd += ["-c2", *args, "--resources", "bench_slot=1"]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir)
     if check and result.returncode != 0:
         logs = "\n".join(

@@ -20,7 +20,8 @@ def test_run_resolves_the_device_overrides(settings):
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        (("tft-nope", "cpu", "onnx", "fp32"), "unknown model 'tft-nope'; valid models: tft-tiny"),
+        (("tft-nope", "cpu", "onnx", "fp32"),
+         "unknown model 'tft-nope'; valid models: bert-tiny, fastpitch-tiny, tft-tiny"),
         (("tft-tiny", "a31", "onnx", "fp32"), "unknown GPU key 'a31'; valid GPU keys: a100, a30"),
         (("tft-tiny", "cpu", "tensorflow", "fp32"), "unknown backend 'tensorflow'; valid backends"),
         (("tft-tiny", "cpu", "onnx", "int4"), "unknown precision 'int4'; valid precisions: fp16"),
@@ -67,3 +68,29 @@ def test_matrix_leaves_out_impossible_combinations(settings):
     assert ("tft-tiny", "cpu", "onnx", "fp32") in keys
     assert ("tft-tiny", "h100", "trt", "fp16") in keys
     assert not [k for k in keys if k[1] == "cpu" and (k[2] == "trt" or k[3] == "fp16")]
+
+
+@pytest.mark.parametrize(("kind", "missing"), [("binary", "server.binary"),
+                                               ("container", "server.image")])
+def test_a_server_kind_without_its_location_is_refused(kind, missing):
+    with pytest.raises(ConfigError, match=f"server.kind '{kind}' needs {missing}"):
+        Settings(main_config(server={"kind": kind}))
+
+
+def test_a_container_server_runs_the_image_with_gpus_and_the_workdir(tmp_path, monkeypatch):
+    """The container kind starts through the same TritonServer code path: only the argv
+    prefix differs (the engine itself is not on this machine)."""
+    from deploybench import triton_runtime
+    from deploybench.server import TritonServer
+
+    which = triton_runtime.shutil.which
+    monkeypatch.setattr(triton_runtime.shutil, "which", lambda name: f"/usr/bin/{name}"
+                        if name in ("apptainer", "docker") else which(name))
+    runtime = triton_runtime.container("docker://img", "apptainer", tmp_path)
+    argv = TritonServer(runtime, tmp_path / "repo", tmp_path / "log")._command()
+    assert argv[:5] == ["apptainer", "exec", "--nv", "--bind", str(tmp_path.resolve())]
+    assert argv[5:7] == ["docker://img", "/opt/tritonserver/bin/tritonserver"]
+    assert f"--model-repository={(tmp_path / 'repo').resolve()}" in argv
+    assert "--backend-directory=/opt/tritonserver/backends" in argv
+    docker = triton_runtime.container("img", "docker", tmp_path)
+    assert docker.launcher[:2] == ("docker", "run") and "--gpus" in docker.launcher

@@ -122,8 +122,20 @@ def test_committed_gpu_results_sit_beside_the_published_rows():
 
     configs = sorted((ROOT / "results" / "tft" / "h100").glob("*/README.md"))
     table = reference_comparison(configs, ROOT / "config/reference/seed_tables.csv",
-                                 "002_86a4b5901d69b16e.txt", "electricity", "offline")
+                                 "002_86a4b5901d69b16e.txt", {"dataset": "electricity"}, "offline")
     row = table.set_index("Batch").loc[1024]
-    assert row["a100 NVIDIA TensorRT (seed)"] == 54061.8
-    assert row["a100 PyTorch (seed)"] == 25159.9
+    assert row["a100 NVIDIA TensorRT FP16 (seed)"] == 54061.8
+    assert row["a100 PyTorch FP16 (seed)"] == 25159.9
     assert row["h100 ts-trace-cg_fp16"] > 0
+
+
+def test_numeric_filters_match_the_tables_numbers():
+    """FastPitch narrows its document by sequence_length: 128 in YAML, 128.0 in the CSV."""
+    from deploybench.report import reference_comparison
+
+    configs = sorted((ROOT / "results" / "fastpitch" / "h100").glob("*/README.md"))
+    table = reference_comparison(configs, ROOT / "config/reference/seed_tables.csv",
+                                 "001_a05501836336c82b.txt", {"sequence_length": 128}, "offline")
+    seed_columns = [c for c in table.columns if c.endswith("(seed)")]
+    assert "a100 PyTorch FP16 (seed)" in seed_columns and len(seed_columns) == 8
+    assert table[seed_columns].notna().all().all()

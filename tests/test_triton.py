@@ -18,8 +18,8 @@ RUN = {
         "triton": {"max_batch_size": 8, "instances": 1, "preferred_batch_sizes": [4],
                    "max_queue_delay_us": 100},
     },
-    "gpu": {"kind": "cpu"}, "backend": {"runtime": "onnxruntime"}, "precision": "fp32",
-    "artifact": "model.onnx",
+    "gpu": {"kind": "cpu"}, "backend": {"runtime": "onnxruntime", "native": "onnxruntime"},
+    "precision": "fp32", "artifact": "model.onnx", "server": {"serve_with": "auto"},
 }
 
 
@@ -32,7 +32,7 @@ def toy_repo(tmp_path_factory):
     torch.onnx.export(model, (torch.randn(2, 4),), str(work / "m.onnx"), input_names=["x"],
                       output_names=["y"], dynamic_axes={"x": {0: "b"}, "y": {0: "b"}},
                       opset_version=17, dynamo=False)
-    repository.create(RUN, work / "m.onnx", work / "repo" / "toy" / "config.pbtxt")
+    repository.create(RUN, work / "m.onnx", work / "repo" / "toy" / "config.pbtxt", ["python"])
     return work, model
 
 

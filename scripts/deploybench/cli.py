@@ -71,9 +71,11 @@ def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
     elif step == "repository":
         from .check import require_passed
         from .repository import create
+        from .serving import runtime_for
 
         require_passed(p["check"])
-        create(spec, p["artifact"], p["out"])
+        served = create(spec, p["artifact"], p["out"], runtime_for(spec).backends)
+        print(f"served by Triton's {served} backend")
     elif step == "accuracy":
         from .serving import accuracy
 

@@ -22,6 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
 
 
+# Registry fields that say where a cluster runs a key (deploybench.cluster), not what a
+# step reads: kept out of the run, so that editing them re-runs nothing.
+SCHEDULER_FIELDS = ("slurm", "kubernetes")
+
+
 class ConfigError(ValueError):
     """Bad configuration or an invalid run key."""
 
@@ -64,6 +69,13 @@ class Settings:
         validate(config, "config.schema.yaml", "main config")
         self.config = config
         self.root = Path(root)
+        server = config["server"]
+        needed = {"binary": "binary", "container": "image"}.get(server["kind"])
+        if needed and not server.get(needed):
+            example = ("/opt/tritonserver/bin/tritonserver" if needed == "binary"
+                       else "docker://nvcr.io/nvidia/tritonserver:24.10-py3")
+            raise ConfigError(f"server.kind '{server['kind']}' needs server.{needed} "
+                              f"(e.g. {example})")
         self.gpus = _load_yaml(self._path(config["gpu_registry"]))
         validate(self.gpus, "gpus.schema.yaml", f"GPU registry {config['gpu_registry']}")
 
@@ -146,7 +158,8 @@ class Settings:
         return {
             "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
             "model": settings,
-            "gpu": {"key": gpu, **self.gpus[gpu]},
+            "gpu": {"key": gpu, **{k: v for k, v in self.gpus[gpu].items()
+                                   if k not in SCHEDULER_FIELDS}},
             "backend": backend_spec.as_dict(),
             "precision": precision,
             "artifact": backend_spec.artifact,
@@ -199,7 +212,7 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "convert": (_COMMON, ("inputs", "outputs", "triton")),
     "check": (_COMMON, ("inputs", "outputs", "conversion", "triton")),
     "native": (_COMMON, ("inputs", "outputs", "triton", "offline")),
-    "repository": (_COMMON, ("inputs", "outputs", "triton")),
+    "repository": (_SERVE, ("inputs", "outputs", "triton")),  # the server's backends
     "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),

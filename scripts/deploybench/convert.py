@@ -11,15 +11,16 @@ from .runtimes import torch_device
 
 def convert(run: dict, exported: Path, out: Path) -> None:
     runtime, precision = run["backend"]["runtime"], run["precision"]
-    if runtime == "tensorrt" or precision != "fp32":  # these run on the keyed device
+    if device.runs_on_device(run, "convert"):
         device.check(run["gpu"], run["allow_gpu_mismatch"])
     with atomic.output(out) as tmp:
         if runtime == "tensorrt":
             from .tensorrt import build_engine
 
             build_engine(run, exported, tmp)
-        elif precision == "fp32":
-            shutil.copyfile(exported, tmp)  # the export is already FP32
+        elif precision == "fp32" or runtime == "onnxruntime-trt":
+            # The export is FP32; ONNX Runtime's TensorRT accelerator applies FP16 itself.
+            shutil.copyfile(exported, tmp)
         elif runtime in ("torch", "torch-cudagraph"):
             import torch
 

@@ -11,6 +11,18 @@ class DeviceMismatch(RuntimeError):
     """The GPU key of a target does not match this machine."""
 
 
+# Steps that run on the keyed device (and check it is there); the others run anywhere.
+DEVICE_STEPS = ("check", "native", "accuracy", "offline", "online")
+
+
+def runs_on_device(run: dict, step: str) -> bool:
+    """Whether `step` of a run needs the run's device: the steps above, and a conversion
+    that builds a TensorRT engine or casts to FP16 (on the device)."""
+    if step == "convert":
+        return run["backend"]["runtime"] == "tensorrt" or run["precision"] != "fp32"
+    return step in DEVICE_STEPS
+
+
 def query_gpus(fields: str) -> list[list[str]]:
     """nvidia-smi's answer for `fields` (e.g. "name,driver_version"), one list per GPU;
     empty on a machine without NVIDIA GPUs."""

@@ -1,7 +1,8 @@
 """The backend keys (the seeds' format mnemonics) and what each one needs.
 
 One table: which exported format a backend converts from, the file it serves, the
-runtime the python-backend wrapper uses for it, and what the device must have.
+runtime the python-backend wrapper uses for it, the Triton backend that serves it natively
+on a full Triton install, and what the device must have.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class Backend:
     export: str         # key of EXPORT_ARTIFACTS it is converted from
     artifact: str       # file name of the converted model
     runtime: str        # what serves it in the python backend
+    native: str | None  # the Triton backend that serves it natively (None: python only)
     needs_gpu: bool = False
 
     def as_dict(self) -> dict:
@@ -30,12 +32,19 @@ class Backend:
 BACKENDS = {
     b.key: b
     for b in (
-        Backend("onnx", "ONNX Runtime", "onnx", "model.onnx", "onnxruntime"),
-        Backend("trt", "NVIDIA TensorRT", "onnx", "model.plan", "tensorrt", needs_gpu=True),
-        Backend("ts-trace", "PyTorch (TorchScript trace)", "ts-trace", "model.pt", "torch"),
-        Backend("ts-script", "PyTorch (TorchScript script)", "ts-script", "model.pt", "torch"),
+        Backend("onnx", "ONNX Runtime", "onnx", "model.onnx", "onnxruntime", "onnxruntime"),
+        # The seeds' "ONNX Runtime with TensorRT backend accelerator": the ONNX model,
+        # TensorRT engines built by ONNX Runtime at load time.
+        Backend("ort-trt", "ONNX Runtime + TensorRT accelerator", "onnx", "model.onnx",
+                "onnxruntime-trt", "onnxruntime", needs_gpu=True),
+        Backend("trt", "NVIDIA TensorRT", "onnx", "model.plan", "tensorrt", "tensorrt",
+                needs_gpu=True),
+        Backend("ts-trace", "PyTorch (TorchScript trace)", "ts-trace", "model.pt", "torch",
+                "pytorch"),
+        Backend("ts-script", "PyTorch (TorchScript script)", "ts-script", "model.pt", "torch",
+                "pytorch"),
         # The fastest PyTorch path the python backend serves honestly without TensorRT.
         Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
-                "model.pt", "torch-cudagraph", needs_gpu=True),
+                "model.pt", "torch-cudagraph", None, needs_gpu=True),
     )
 }

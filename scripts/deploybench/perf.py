@@ -51,9 +51,11 @@ def output_bytes(outputs: list[dict], batch: int) -> int:
 
 
 def command(run: dict, scenario: str, server, batch: int, concurrency: int,
-            data_json: Path, csv_path: Path) -> list[str]:
+            data_json: Path, csv_path: Path, attempt: int = 1) -> list[str]:
+    """The perf_analyzer command line; a retry doubles the window's request count, as
+    perf_analyzer advises when it cannot stabilise."""
     model, perf = run["model"], run["perf"]
-    request_count = model[scenario]["measurement_request_count"]
+    request_count = model[scenario]["measurement_request_count"] * 2 ** (attempt - 1)
     cmd = [
         str(server.runtime.perf_analyzer), "-m", run["key"]["model"], "-x", "1",
         "-b", str(batch), "--concurrency-range", f"{concurrency}:{concurrency}",
@@ -86,11 +88,12 @@ def parse_csv(text: str, batch: int) -> dict:
 
 def measure(run: dict, scenario: str, server, batch: int, concurrency: int,
             data_json: Path, work: Path, log) -> dict:
-    """One row, retried up to perf.attempts times when perf_analyzer cannot stabilise."""
+    """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
+    cannot stabilise."""
     csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}.csv"
-    cmd = command(run, scenario, server, batch, concurrency, data_json, csv_path)
     attempts = run["perf"]["attempts"]
     for attempt in range(1, attempts + 1):
+        cmd = command(run, scenario, server, batch, concurrency, data_json, csv_path, attempt)
         csv_path.unlink(missing_ok=True)
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()

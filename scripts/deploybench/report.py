@@ -131,15 +131,24 @@ def _column(folder: Path) -> str:
     return f"{folder.parent.name} {folder.name}"
 
 
+# What tells the seed's result tables of one document apart (the label of a column).
+_REFERENCE_SERIES = ["gpu_key", "backend", "backend_accelerator", "precision"]
+
+
 def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
-                         dataset: str, scenario: str) -> pd.DataFrame:
+                         where: dict, scenario: str) -> pd.DataFrame:
     """Inferences/second of this pipeline's GPU configurations beside the seed's published
-    rows (every GPU and backend of the document) at the same batch sizes (offline) or
-    concurrencies (online)."""
+    rows (every GPU, backend and precision of the document, narrowed by `where`: column ->
+    value) at the same batch sizes (offline) or concurrencies (online)."""
     key = "Batch" if scenario == "offline" else "Concurrency"
     ref = pd.read_csv(reference_csv, low_memory=False)
-    ref = ref[(ref["document"] == document) & (ref["scenario"] == scenario)
-              & (ref["dataset"] == dataset)].rename(columns={key.lower(): key})
+    keep = (ref["document"] == document) & (ref["scenario"] == scenario)
+    for column, value in where.items():
+        if isinstance(value, (int, float)):  # 128 matches the table's 128.0
+            keep &= pd.to_numeric(ref[column], errors="coerce") == value
+        else:
+            keep &= ref[column].astype(str) == str(value)
+    ref = ref[keep].rename(columns={key.lower(): key})
     table = None
     for readme in configs:
         folder = readme.parent
@@ -150,9 +159,12 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
         table = ours if table is None else table.merge(ours, on=key, how="outer")
     if table is None:
         return pd.DataFrame()
-    for (gpu, backend), rows in ref.groupby(["gpu_key", "backend"], sort=True):
-        published = rows[[key, "Inferences/Second"]].rename(
-            columns={"Inferences/Second": f"{gpu} {backend} (seed)"})
+    for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
+        gpu, backend, accelerator, precision = (str(v) for v in series)
+        plain = accelerator in ("nan", "-", "none", "CUDA")  # no accelerator beyond CUDA
+        label = backend if plain else f"{backend} + {accelerator}"
+        published = rows[[key, "Inferences/Second"]].drop_duplicates(key).rename(
+            columns={"Inferences/Second": f"{gpu} {label} {precision} (seed)"})
         table = table.merge(published, on=key, how="left")
     return table.sort_values(key)
 
@@ -183,13 +195,14 @@ def model_readme(title: str, model: str, configs: list[Path], out: Path,
     text += markdown_table(table) if rows else "Nothing built yet."
     if reference:
         for scenario in ("offline", "online"):
+            where = reference.get("where", {})
             compared = reference_comparison(sorted(configs), Path(reference["path"]),
-                                            reference["document"], reference["dataset"],
-                                            scenario)
+                                            reference["document"], where, scenario)
             if len(compared):
+                narrowed = "".join(f", {k} {v}" for k, v in where.items())
                 text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
                          f"published tables\n\nSeed rows: `{reference['table']}` (parsed "
-                         f"from {reference['document']}), dataset {reference['dataset']}.\n\n"
+                         f"from {reference['document']}){narrowed}.\n\n"
                          + markdown_table(compared))
     with atomic.output(out) as tmp:
         tmp.write_text(text + "\n")

@@ -3,6 +3,11 @@
 The config is built as Triton's own `ModelConfig` protobuf (from tritonclient) and
 written with protobuf's text format, so a field Triton does not know cannot be
 written, and `read_config` parses any config.pbtxt back with the same schema.
+
+Who serves a build: the Triton backend native to its format (onnxruntime, tensorrt,
+pytorch) when the server's backend directory has it, else the python backend running
+`triton_python_model.py` over the same artifact (the embedded server has only that one).
+`server.serve_with` (auto | native | python) overrides the choice.
 """
 
 from __future__ import annotations
@@ -22,15 +27,50 @@ def _tensor(cls, spec: dict):
                dims=spec["dims"])
 
 
-def build_config(name: str, run: dict) -> mc.ModelConfig:
-    """The python-backend config of one run (model × gpu × backend × precision)."""
+def served_by(run: dict, available: list[str]) -> str:
+    """The Triton backend that serves this run: its native one or `python`, given the
+    backends the server has (`available`) and `server.serve_with`."""
+    native, choice = run["backend"]["native"], run["server"].get("serve_with", "auto")
+    if choice == "python":
+        return "python"
+    if native and native in available:
+        return native
+    if choice == "native":
+        why = (f"backend '{run['key']['backend']}' has no native Triton backend" if not native
+               else f"the server's backend directory has no '{native}' backend "
+                    f"(it has: {', '.join(sorted(available)) or 'none'})")
+        raise ValueError(f"server.serve_with is 'native' but {why}; use serve_with: auto "
+                         "or python")
+    if "python" not in available:
+        raise ValueError(f"the server has neither the '{native}' nor the python backend "
+                         f"(it has: {', '.join(sorted(available)) or 'none'})")
+    return "python"
+
+
+def _native_inputs(run: dict, artifact: Path | None) -> list[dict]:
+    """The inputs a native backend sees: an exported ONNX graph drops inputs the model
+    never reads (TFT's id), and onnxruntime refuses a config that lists them."""
+    inputs = run["model"]["inputs"]
+    if artifact is None or run["backend"]["native"] != "onnxruntime":
+        return inputs
+    import onnx
+
+    graph = onnx.load(str(artifact), load_external_data=False).graph
+    kept = {i.name for i in graph.input} - {t.name for t in graph.initializer}
+    return [t for t in inputs if t["name"] in kept]
+
+
+def build_config(name: str, run: dict, backend: str = "python",
+                 artifact: Path | None = None) -> mc.ModelConfig:
+    """The config of one run (model × gpu × backend × precision) served by `backend`
+    (python or the run's native Triton backend); `artifact` narrows ONNX inputs."""
     model, triton = run["model"], run["model"]["triton"]
     on_gpu = run["gpu"]["kind"] == "gpu"
+    inputs = model["inputs"] if backend == "python" else _native_inputs(run, artifact)
     config = mc.ModelConfig(
         name=name,
-        backend="python",
         max_batch_size=triton["max_batch_size"],
-        input=[_tensor(mc.ModelInput, t) for t in model["inputs"]],
+        input=[_tensor(mc.ModelInput, t) for t in inputs],
         output=[_tensor(mc.ModelOutput, t) for t in model["outputs"]],
         instance_group=[
             mc.ModelInstanceGroup(
@@ -43,14 +83,44 @@ def build_config(name: str, run: dict) -> mc.ModelConfig:
             max_queue_delay_microseconds=triton["max_queue_delay_us"],
         ),
     )
-    params = {
-        "artifact": run["artifact"],
-        "runtime": run["backend"]["runtime"],
-        "precision": run["precision"],
-    }
-    for key, value in params.items():
-        config.parameters[key].string_value = value
+    if backend == "python":
+        config.backend = "python"
+        params = {"artifact": run["artifact"], "runtime": run["backend"]["runtime"],
+                  "precision": run["precision"]}
+        for key, value in params.items():
+            config.parameters[key].string_value = value
+    else:
+        _native(config, run, backend)
     return config
+
+
+def _native(config: mc.ModelConfig, run: dict, backend: str) -> None:
+    """The native backend's fields: where it finds the artifact, and its accelerator."""
+    config.default_model_filename = run["artifact"]
+    precision = run["precision"].upper()
+    if backend == "tensorrt":
+        config.platform = "tensorrt_plan"
+        # CUDA graphs captured by the TensorRT backend per batch size (as in the seeds).
+        config.optimization.cuda.graphs = bool(run["model"]["triton"].get("cuda_graphs"))
+        return
+    config.backend = backend
+    if backend == "pytorch" and run["precision"] == "fp16":
+        floating = [t["name"] for t in run["model"]["inputs"] if t["dtype"].startswith("FP")]
+        if floating:
+            # The FP16 TorchScript takes FP16 tensors; this config's clients send FP32.
+            raise ValueError(
+                f"the native pytorch backend cannot serve the FP16 TorchScript of "
+                f"'{run['key']['model']}' with FP32 inputs ({', '.join(floating)}); "
+                "use server.serve_with: python for it")
+        for out in config.output:
+            if out.data_type == mc.TYPE_FP32:
+                out.data_type = mc.TYPE_FP16  # a .half() module returns FP16
+    if run["backend"]["runtime"] == "onnxruntime-trt":
+        accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
+        accel.name = "tensorrt"
+        accel.parameters["precision_mode"] = precision
+        accel.parameters["max_workspace_size_bytes"] = str(
+            run["model"]["triton"].get("trt_workspace_mb", 1024) << 20)
 
 
 def write_config(config: mc.ModelConfig, path: Path) -> None:
@@ -63,19 +133,43 @@ def read_config(path: Path) -> mc.ModelConfig:
 
 def static_batching_override(config: mc.ModelConfig) -> dict:
     """The load-time config of the offline scenario: the same model, no dynamic batcher."""
+    return load_override(config, static_batching=True)
+
+
+def load_override(config: mc.ModelConfig, static_batching: bool = False,
+                  on_cpu: bool = False) -> dict | None:
+    """The config to load instead of the written one: without the dynamic batcher (the
+    offline scenario), with the instances on the CPU (a CPU node standing in for a GPU
+    key, allow_gpu_mismatch); None when neither."""
+    if not (static_batching or on_cpu):
+        return None
     from google.protobuf import json_format
 
-    static = mc.ModelConfig()
-    static.CopyFrom(config)
-    static.ClearField("dynamic_batching")
-    return json_format.MessageToDict(static, preserving_proto_field_name=True)
+    loaded = mc.ModelConfig()
+    loaded.CopyFrom(config)
+    if static_batching:
+        loaded.ClearField("dynamic_batching")
+    if on_cpu:
+        for group in loaded.instance_group:
+            group.kind = mc.ModelInstanceGroup.KIND_CPU
+    return json_format.MessageToDict(loaded, preserving_proto_field_name=True)
 
 
-def create(run: dict, artifact: Path, out_config: Path) -> None:
-    """Write `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/{model.py,artifact}`."""
+def create(run: dict, artifact: Path, out_config: Path, available: list[str]) -> str:
+    """Write `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<artifact>` (plus model.py
+    for the python backend), for the server whose backends are `available`; returns the
+    Triton backend that serves it."""
+    backend = served_by(run, available)
     model_dir = out_config.parent
     version_dir = model_dir / VERSION
     version_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(PYTHON_MODEL, version_dir / "model.py")
+    if backend == "python":
+        shutil.copyfile(PYTHON_MODEL, version_dir / "model.py")
     shutil.copyfile(artifact, version_dir / run["artifact"])
-    write_config(build_config(model_dir.name, run), out_config)
+    write_config(build_config(model_dir.name, run, backend, artifact), out_config)
+    return backend
+
+
+def served_inputs(config_pbtxt: Path) -> list[str]:
+    """Names of the inputs the served config takes (clients send only these)."""
+    return [t.name for t in read_config(config_pbtxt).input]

@@ -27,16 +27,22 @@ def load(artifact: Path, run: dict) -> Callable:
     """A function list[np.ndarray] (in the order of the model's inputs) -> FP32 outputs."""
     runtime = run["backend"]["runtime"]
     if runtime == "tensorrt":
-        from .tensorrt import load_engine
+        from .tensorrt import EngineRunner
 
-        return load_engine(artifact)
+        model = run["model"]
+        return EngineRunner(artifact, [t["name"] for t in model["inputs"]],
+                            [t["name"] for t in model["outputs"]])
     dev = device_id(run["gpu"])
-    if runtime == "onnxruntime" and dev is not None:
+    if runtime.startswith("onnxruntime") and dev is not None:
         import onnxruntime as ort
 
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise RuntimeUnavailable("onnxruntime here has no CUDAExecutionProvider "
-                                     f"(install onnxruntime-gpu) for GPU key '{run['gpu']['key']}'")
+        wanted = "TensorrtExecutionProvider" if runtime == "onnxruntime-trt" else \
+            "CUDAExecutionProvider"
+        if wanted not in ort.get_available_providers():
+            raise RuntimeUnavailable(
+                f"onnxruntime here has no {wanted} (install onnxruntime-gpu"
+                + (" and TensorRT" if runtime == "onnxruntime-trt" else "")
+                + f") for backend '{run['key']['backend']}' on GPU key '{run['gpu']['key']}'")
     return ArtifactRunner(artifact, runtime, run["precision"],
                           [t["name"] for t in run["model"]["inputs"]], device_id=dev,
                           max_batch_size=run["model"]["triton"]["max_batch_size"])

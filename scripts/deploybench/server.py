@@ -89,8 +89,7 @@ class TritonServer:
         return f"127.0.0.1:{self.ports['grpc']}"
 
     def _command(self) -> list[str]:
-        return [
-            str(self.runtime.tritonserver),
+        return self.runtime.server_command(
             f"--model-repository={self.repository}",
             f"--backend-directory={self.runtime.backend_dir}",
             "--model-control-mode=explicit",
@@ -103,7 +102,7 @@ class TritonServer:
             f"--grpc-port={self.ports['grpc']}",
             f"--metrics-port={self.ports['metrics']}",
             "--log-verbose=0",
-        ]
+        )
 
     def log_tail(self, lines: int = 30) -> str:
         if not self.log_path.exists():

@@ -39,6 +39,9 @@ def runtime_for(run: dict) -> triton_runtime.Runtime:
     server = run["server"]
     if server["kind"] == "binary":
         return triton_runtime.prepare(server["binary"], server.get("backend_directory"))
+    if server["kind"] == "container":
+        return triton_runtime.container(server["image"], server.get("engine", "apptainer"),
+                                        Path.cwd())
     return triton_runtime.prepare()
 
 
@@ -51,16 +54,20 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
     name = run["key"]["model"]
     with TritonServer(runtime, Path(config_pbtxt).parent.parent, server_log, cfg["ports"],
                       cfg["start_timeout_s"], cfg["load_timeout_s"]) as server:
-        override = None
-        if static_batching:
-            override = repository.static_batching_override(repository.read_config(config_pbtxt))
-        server.load(name, override)
+        # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
+        on_cpu = checked["mismatch_allowed"] and not checked["devices"]
+        server.load(name, repository.load_override(repository.read_config(config_pbtxt),
+                                                   static_batching, on_cpu))
         meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
-        yield server, provenance.collect(run, meta, checked, runtime.describe())
+        config = repository.read_config(config_pbtxt)
+        described = {**runtime.describe(), "served_by": config.backend or config.platform}
+        yield server, provenance.collect(run, meta, checked, described)
 
 
-def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int) -> list:
-    """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch."""
+def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
+              served: list[str] | None = None) -> list:
+    """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch; only
+    the inputs named in `served` (all when None) are sent."""
     model = run["model"]
     client = grpcclient.InferenceServerClient(url)
     wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
@@ -68,6 +75,8 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int) ->
     def infer(arrays):
         request = []
         for spec, array in zip(model["inputs"], arrays):
+            if served is not None and spec["name"] not in served:
+                continue
             tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
             tensor.set_data_from_numpy(np.ascontiguousarray(array))
             request.append(tensor)
@@ -82,18 +91,26 @@ def accuracy(run: dict, config_pbtxt: Path, eval_npz: Path, out_csv: Path, out_j
     model = run["model"]
     inputs, reference, targets = source.load_eval(model, eval_npz)
     with served(run, config_pbtxt, server_log) as (server, prov):
-        outputs = infer_all(server.grpc_url, run, inputs, model["accuracy"]["batch_size"])
+        outputs = infer_all(server.grpc_url, run, inputs, model["accuracy"]["batch_size"],
+                            repository.served_inputs(config_pbtxt))
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)
     native = plugin.evaluate(model["hparams"], reference, targets)
     rows = [{"name": k, "kind": "metric", "triton": v, "native": native[k],
              "limit": None, "passed": None} for k, v in on_triton.items()]
-    limit = model["accuracy"]["max_abs_deviation"][run["precision"]]
+    limits = model["accuracy"]["max_abs_deviation"]
     for spec, got, ref in zip(model["outputs"], outputs, reference):
+        limit = limits.get("outputs", {}).get(spec["name"], {}).get(run["precision"],
+                                                                    limits[run["precision"]])
         dev = float(np.abs(got.astype(np.float64) - ref).max())
         rows.append({"name": f"max_abs_deviation:{spec['name']}", "kind": "deviation",
                      "triton": dev, "native": 0.0, "limit": limit,
                      "passed": bool(dev <= limit)})
+        if np.issubdtype(got.dtype, np.integer):  # lengths, ids: share of exact samples
+            same = (got.reshape(len(got), -1) == ref.reshape(len(ref), -1)).all(axis=1)
+            rows.append({"name": f"agreement:{spec['name']}", "kind": "agreement",
+                         "triton": float(same.mean()), "native": 1.0, "limit": None,
+                         "passed": None})
     table = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
     report = {"samples": len(inputs[0]), "split": model["data"]["split"], "provenance": prov}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
@@ -119,10 +136,13 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
     with open(log_path, "w") as log, \
             served(run, config_pbtxt, server_log, static_batching=scenario == "offline") as (
                 server, prov):
+        names = repository.served_inputs(config_pbtxt)
+        data_json = _served_data(data_json, names, work)
         inputs = _warmup_inputs(data_json, run)
         client_batches = {b for b, _ in perf.sweep(run, scenario)}
         for batch in sorted(client_batches):  # warm-up: each batch size once before measuring
-            infer_all(server.grpc_url, run, [np.repeat(a, batch, axis=0) for a in inputs], batch)
+            infer_all(server.grpc_url, run, [np.repeat(a, batch, axis=0) for a in inputs],
+                      batch, names)
         for batch, concurrency in perf.sweep(run, scenario):
             rows.append(perf.measure(run, scenario, server, batch, concurrency, data_json,
                                      work, log))
@@ -146,11 +166,25 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
     return table
 
 
+def _served_data(data_json: Path, names: list[str], work: Path) -> Path:
+    """The perf data narrowed to the inputs the served config takes (a native ONNX
+    config lists only the graph's inputs); the file itself when it takes them all."""
+    data = json.loads(Path(data_json).read_text())
+    if all(set(entry) <= set(names) for entry in data["data"]):
+        return data_json
+    narrowed = work / "perf_data.json"
+    narrowed.write_text(json.dumps(
+        {"data": [{k: v for k, v in entry.items() if k in names} for entry in data["data"]]}))
+    return narrowed
+
+
 def _warmup_inputs(data_json: Path, run: dict) -> list[np.ndarray]:
-    """The first sample of the perf data, as batch-1 arrays."""
+    """The first sample of the perf data, as batch-1 arrays (a zero-size placeholder for
+    an input the served config does not take: infer_all skips it)."""
     first = json.loads(Path(data_json).read_text())["data"][0]
     return [
         np.asarray(first[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))
         .reshape([1, *first[t["name"]]["shape"]])
+        if t["name"] in first else np.zeros((1, 0))
         for t in run["model"]["inputs"]
     ]

@@ -54,7 +54,7 @@ def run_model(model: torch.nn.Module, inputs: list[np.ndarray], batch_size: int)
     def infer(arrays):
         result = model(*[torch.from_numpy(a) for a in arrays])
         result = result if isinstance(result, (tuple, list)) else (result,)
-        return [r.float().numpy() for r in result]
+        return [r.numpy() for r in result]  # the FP32 source model: dtypes as declared
 
     with torch.inference_mode():
         return batched(infer, inputs, batch_size)
@@ -83,7 +83,8 @@ def load_eval(settings: dict, path: Path) -> tuple[list, list, list]:
     with np.load(path) as npz:
         inputs = [npz[t["name"]] for t in settings["inputs"]]
         reference = [npz[f"reference:{t['name']}"] for t in settings["outputs"]]
-        targets = [npz[k] for k in sorted(k for k in npz.files if k.startswith("target:"))]
+        keys = [k for k in npz.files if k.startswith("target:")]
+        targets = [npz[k] for k in sorted(keys, key=lambda k: int(k.split(":")[1]))]
     return inputs, reference, targets
 
 

@@ -22,10 +22,20 @@ for _path in reversed(os.environ.get("DEPLOYBENCH_STUB_PATH", "").split(os.paths
 
 import numpy as np  # noqa: E402
 
+RUNTIMES = ("onnxruntime", "onnxruntime-trt", "torch", "torch-cudagraph")
+
 try:
     import triton_python_backend_utils as pb_utils
 except ImportError:  # imported by the pipeline, outside Triton
     pb_utils = None
+
+
+def _fp32(array):
+    """FP16 outputs (an FP16 model's) as FP32, the dtype the configs declare; integer
+    outputs (lengths, indices) unchanged."""
+    if np.issubdtype(array.dtype, np.floating):
+        return array.astype(np.float32, copy=False)
+    return array
 
 
 class CudaGraphRunner:
@@ -74,6 +84,7 @@ class ArtifactRunner:
     def __init__(self, artifact, runtime, precision, input_names, device_id=None,
                  threads=0, max_batch_size=1):
         self.runtime, self.input_names = runtime, list(input_names)
+        self.session = None
         self.fp16 = precision == "fp16"
         if runtime in ("torch", "torch-cudagraph"):
             import torch
@@ -82,12 +93,17 @@ class ArtifactRunner:
             if threads:
                 torch.set_num_threads(threads)
             self.device = torch.device("cpu" if device_id is None else f"cuda:{device_id}")
+            if not self.fp16:
+                # FP32 means FP32: no TF32 in cuDNN convolutions/RNNs or matmuls (Ampere+
+                # would otherwise round them to 10-bit mantissas).
+                torch.backends.cudnn.allow_tf32 = False
+                torch.backends.cuda.matmul.allow_tf32 = False
             self.model = torch.jit.load(str(artifact), map_location=self.device).eval()
             if runtime == "torch-cudagraph":
                 if self.device.type != "cuda":
                     raise ValueError("runtime torch-cudagraph needs a GPU instance")
                 self.model = CudaGraphRunner(self.model, max_batch_size)
-        elif runtime == "onnxruntime":
+        elif runtime in ("onnxruntime", "onnxruntime-trt"):
             import onnxruntime as ort
 
             options = ort.SessionOptions()
@@ -95,21 +111,30 @@ class ArtifactRunner:
                 options.intra_op_num_threads = threads
             providers = ["CPUExecutionProvider"]
             if device_id is not None:
-                providers.insert(0, ("CUDAExecutionProvider", {"device_id": device_id}))
+                providers.insert(0, ("CUDAExecutionProvider", {
+                    "device_id": device_id, "use_tf32": int(self.fp16)}))
+            if runtime == "onnxruntime-trt":
+                # The TensorRT accelerator builds engines for the subgraphs it supports, at
+                # the run's precision; CUDA and CPU take the rest.
+                providers.insert(0, ("TensorrtExecutionProvider", {
+                    "device_id": device_id or 0, "trt_fp16_enable": self.fp16,
+                    "trt_engine_cache_enable": True,
+                    "trt_engine_cache_path": str(Path(artifact).parent / "ort_trt_cache"),
+                }))
             self.session = ort.InferenceSession(str(artifact), options, providers=providers)
             # An exported graph drops inputs the model never reads (TFT's id): skip those.
             self.session_inputs = {i.name: i.type for i in self.session.get_inputs()}
         else:
-            raise ValueError(f"unknown runtime '{runtime}'")
+            raise ValueError(f"unknown runtime '{runtime}'; valid: {', '.join(RUNTIMES)}")
 
     def __call__(self, arrays):
-        if self.runtime == "onnxruntime":
+        if self.session is not None:
             feed = {}
             for name, array in zip(self.input_names, arrays):
                 if name in self.session_inputs:
                     half = self.session_inputs[name] == "tensor(float16)"
                     feed[name] = array.astype(np.float16) if half else array
-            return [np.asarray(o, dtype=np.float32) for o in self.session.run(None, feed)]
+            return [_fp32(np.asarray(o)) for o in self.session.run(None, feed)]
         torch = self.torch
         with torch.inference_mode():
             tensors = []
@@ -120,7 +145,7 @@ class ArtifactRunner:
                 tensors.append(tensor)
             result = self.model(*tensors)
             result = result if isinstance(result, (tuple, list)) else (result,)
-            return [r.float().cpu().numpy() for r in result]
+            return [_fp32(r.cpu().numpy()) for r in result]
 
 
 class TritonPythonModel:

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import shutil
 import site
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -31,13 +32,56 @@ class Runtime:
     backend_dir: Path
     perf_analyzer: Path
     env: dict[str, str]  # environment for both processes (library and python paths)
+    launcher: tuple[str, ...] = ()  # argv prefix that runs tritonserver (a container)
 
-    def describe(self) -> dict[str, str]:
+    @property
+    def backends(self) -> list[str]:
+        """The Triton backends this server has (folders of its backend directory)."""
+        if self.launcher:  # the folder is inside the image
+            listed = subprocess.run([*self.launcher, "ls", str(self.backend_dir)],
+                                    capture_output=True, text=True, env=self.env)
+            if listed.returncode:
+                raise RuntimeMissing(f"cannot list {self.backend_dir} in the server container "
+                                     f"({' '.join(self.launcher)}): {listed.stderr.strip()}")
+            return sorted(listed.stdout.split())
+        if not self.backend_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.backend_dir.iterdir() if p.is_dir())
+
+    def server_command(self, *args: str) -> list[str]:
+        return [*self.launcher, str(self.tritonserver), *args]
+
+    def describe(self) -> dict:
         return {
+            "launcher": " ".join(self.launcher) or None,
             "tritonserver": str(self.tritonserver),
             "backend_directory": str(self.backend_dir),
+            "backends": self.backends,
             "perf_analyzer": str(self.perf_analyzer),
         }
+
+
+# Where an NGC tritonserver image keeps the server and its backends.
+NGC_SERVER = Path("/opt/tritonserver/bin/tritonserver")
+NGC_BACKENDS = Path("/opt/tritonserver/backends")
+
+
+def container(image: str, engine: str, workdir: Path) -> Runtime:
+    """A server in a container image (an NGC tritonserver image, or one built from
+    containers/server.Dockerfile), on the host network with the GPUs and the working
+    directory mounted at the same path, so the model repository paths hold inside.
+    perf_analyzer and the clients stay on the host, as with the other kinds."""
+    if shutil.which(engine) is None:
+        raise RuntimeMissing(f"container engine '{engine}' not found; install it or use "
+                             "server.kind embedded/binary")
+    work = str(Path(workdir).resolve())
+    if engine == "apptainer":
+        launcher = ("apptainer", "exec", "--nv", "--bind", work, image)
+    else:  # docker: the client forwards the stop signal to the container (--init reaps)
+        launcher = ("docker", "run", "--rm", "--init", "--gpus", "all", "--network", "host",
+                    "--shm-size", "1g", "-v", f"{work}:{work}", "-w", work, image)
+    host = prepare()  # perf_analyzer and its libraries on the host
+    return Runtime(NGC_SERVER, NGC_BACKENDS, host.perf_analyzer, host.env, launcher)
 
 
 def _package_dir(name: str) -> Path:

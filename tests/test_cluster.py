@@ -1,0 +1,65 @@
+"""What jobs ask a cluster scheduler for: the resources of deploybench.cluster, from the
+GPU registry and the config's `cluster` section, as the rules' dry-run shows them."""
+
+import re
+
+import pytest
+
+from conftest import main_config, snakemake
+from deploybench.cluster import job_resources
+from deploybench.config import Settings
+
+CLUSTER = main_config()["cluster"]
+
+
+def resources(settings, step, gpu=None, backend="onnx", precision="fp32", cluster=CLUSTER):
+    run = settings.run("tft-tiny", gpu, backend, precision) if gpu else None
+    return {k: v for k, v in job_resources(cluster, settings.gpus, step, run).items()
+            if v is not None}
+
+
+def test_a_device_step_on_a_gpu_key_asks_for_one_gpu_of_its_type(settings):
+    device = CLUSTER["resources"]["device"]
+    for step in ("check", "accuracy", "offline", "online", "native"):
+        assert resources(settings, step, "a30") == {
+            "slurm_partition": "a30", "gpu": 1, "gpu_model": "a30", "gpu_manufacturer": "nvidia",
+            **device}
+    assert resources(settings, "offline", "t4")["machine_type"] == "g4dn.xlarge"
+    # Conversion is on the device only when it builds TensorRT or casts to FP16.
+    assert resources(settings, "convert", "t4", "trt", "fp16")["gpu_model"] == "t4"
+    assert resources(settings, "convert", "t4", "ts-trace", "fp16")["gpu"] == 1
+    assert "gpu" not in resources(settings, "convert", "t4", "onnx", "fp32")
+
+
+@pytest.mark.parametrize("step", ["weights", "export", "repository", "plots", "report"])
+def test_jobs_without_a_device_ask_for_no_gpu(settings, step):
+    assert resources(settings, step) == CLUSTER["resources"]["default"]
+    assert resources(settings, step, "a30") == CLUSTER["resources"]["default"]
+
+
+def test_the_cpu_key_and_stand_ins_ask_for_no_gpu(settings):
+    assert resources(settings, "accuracy", "cpu") == CLUSTER["resources"]["device"]
+    stand_in = {**CLUSTER, "request_gpus": False}
+    assert resources(settings, "accuracy", "a30", cluster=stand_in) == {
+        "slurm_partition": "a30", **CLUSTER["resources"]["device"]}
+
+
+def test_placement_is_not_a_setting_of_any_step(tmp_path):
+    """Editing where a key runs (registry slurm/kubernetes) re-runs nothing."""
+    a = Settings(main_config()).run("tft-tiny", "a30", "onnx", "fp32")
+    registry = tmp_path / "gpus.yaml"
+    registry.write_text(
+        (Settings(main_config()).root / "config/gpus.yaml").read_text()
+        .replace("partition: a30", "partition: gpu-a30"))
+    b = Settings(main_config(gpu_registry=str(registry))).run("tft-tiny", "a30", "onnx", "fp32")
+    assert a == b and "slurm" not in a["gpu"]
+
+
+def test_rules_carry_the_resources(tmp_path):
+    """The dry-run's resources of a GPU target: the registry's placement, no bench_slot
+    needed by the cluster, and no GPU for the export."""
+    out = snakemake(tmp_path, "-n", "results/tft-tiny/a30/trt_fp16/offline.csv").stdout
+    jobs = dict(re.findall(r"^rule (\w+):.*?^    resources: ([^\n]*)", out, re.M | re.S))
+    assert "slurm_partition=a30" in jobs["performance"] and "gpu_model=a30" in jobs["performance"]
+    assert "gpu_model=a30" in jobs["convert"]  # the TensorRT build
+    assert "gpu" not in jobs["export"] and "slurm" not in jobs["export"]

@@ -1,0 +1,119 @@
+"""Generated Triton model configs, python-backend and native, for every model × format,
+parsed back with Triton's own ModelConfig protobuf."""
+
+import onnx
+import pytest
+import yaml
+from onnx import TensorProto, helper
+from tritonclient.grpc import model_config_pb2 as mc
+
+from conftest import ROOT
+from deploybench import repository
+from deploybench.config import Settings
+from deploybench.formats import BACKENDS
+
+NATIVE_SERVER = ["onnxruntime", "python", "pytorch", "tensorrt"]  # an NGC image's backends
+
+
+def every_run(settings: Settings):
+    for model in settings.models:
+        for backend in settings.models[model]["backends"]:
+            for gpu, precision in (("h100", "fp32"), ("h100", "fp16"), ("cpu", "fp32")):
+                if gpu in settings.gpus:
+                    try:
+                        yield settings.run(model, gpu, backend, precision)
+                    except Exception as err:  # impossible keys (TensorRT on cpu) are refused
+                        assert "needs an NVIDIA GPU" in str(err)
+
+
+@pytest.fixture(scope="module", params=["reference", "tests"])
+def all_settings(request):
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    if request.param == "tests":
+        config["models_dir"] = "tests/config/models"
+    return Settings(config)
+
+
+def test_every_config_parses_back_with_the_protobuf(all_settings, tmp_path):
+    seen = set()
+    for run in every_run(all_settings):
+        key = run["key"]
+        for available in (["python"], NATIVE_SERVER):
+            try:
+                backend = repository.served_by(run, available)
+                config = repository.build_config(key["model"], run, backend)
+            except ValueError as err:  # FP16 TorchScript with FP32 inputs, natively
+                assert "use server.serve_with: python" in str(err)
+                continue
+            path = tmp_path / "config.pbtxt"
+            repository.write_config(config, path)
+            parsed = repository.read_config(path)
+            assert parsed == config
+            assert parsed.max_batch_size == run["model"]["triton"]["max_batch_size"]
+            kind = parsed.instance_group[0].kind
+            assert kind == (mc.ModelInstanceGroup.KIND_GPU if run["gpu"]["kind"] == "gpu"
+                            else mc.ModelInstanceGroup.KIND_CPU)
+            assert [t.name for t in parsed.output] == [t["name"] for t in run["model"]["outputs"]]
+            seen.add((key["backend"], parsed.backend or parsed.platform))
+    backends = {b for m in all_settings.models.values() for b in m["backends"]}
+    expected = {(b, "python") for b in backends}
+    expected |= {(b, BACKENDS[b].native if BACKENDS[b].native != "tensorrt" else "tensorrt_plan")
+                 for b in backends if BACKENDS[b].native}
+    assert seen == expected
+
+
+def test_native_configs_carry_what_their_backend_needs(all_settings):
+    if "bert-tiny" not in all_settings.models:
+        pytest.skip("the test models only")
+    run = all_settings.run("bert-tiny", "h100", "ort-trt", "fp16")
+    config = repository.build_config("bert", run, repository.served_by(run, NATIVE_SERVER))
+    assert config.backend == "onnxruntime" and config.default_model_filename == "model.onnx"
+    (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accel.name == "tensorrt" and accel.parameters["precision_mode"] == "FP16"
+
+    run = all_settings.run("bert-tiny", "h100", "trt", "fp16")
+    config = repository.build_config("bert", run, repository.served_by(run, NATIVE_SERVER))
+    assert config.platform == "tensorrt_plan" and config.default_model_filename == "model.plan"
+
+    run = all_settings.run("bert-tiny", "h100", "ts-trace", "fp16")
+    config = repository.build_config("bert", run, "pytorch")
+    assert config.backend == "pytorch"  # int32 inputs as declared, FP16 logits out
+    assert {t.data_type for t in config.output} == {mc.TYPE_FP16}
+    with pytest.raises(ValueError, match="FP32 inputs .*s_cont__1"):
+        repository.build_config("tft", all_settings.run("tft-tiny", "h100", "ts-trace", "fp16"),
+                                "pytorch")
+
+
+def test_which_backend_serves(settings):
+    onnx_run = settings.run("tft-tiny", "cpu", "onnx", "fp32")
+    assert repository.served_by(onnx_run, ["python"]) == "python"  # the embedded server
+    assert repository.served_by(onnx_run, NATIVE_SERVER) == "onnxruntime"
+    python_only = {**onnx_run, "server": {**onnx_run["server"], "serve_with": "python"}}
+    assert repository.served_by(python_only, NATIVE_SERVER) == "python"
+    native_only = {**onnx_run, "server": {**onnx_run["server"], "serve_with": "native"}}
+    with pytest.raises(ValueError, match="has no 'onnxruntime' backend .it has: python"):
+        repository.served_by(native_only, ["python"])
+    cg = settings.run("tft-tiny", "h100", "ts-trace-cg", "fp16")
+    cg["server"] = native_only["server"]
+    with pytest.raises(ValueError, match="'ts-trace-cg' has no native Triton backend"):
+        repository.served_by(cg, NATIVE_SERVER)
+
+
+def test_native_onnx_config_lists_only_the_graph_inputs(settings, tmp_path):
+    """An exported ONNX graph drops the inputs the model never reads; onnxruntime refuses
+    a config that lists them, so the native config leaves them out (the python one not)."""
+    run = settings.run("tft-tiny", "cpu", "onnx", "fp32")
+    kept = ["s_cat__0", "k_cont__3"]
+    specs = {t["name"]: t for t in run["model"]["inputs"]}
+    types = {"INT64": TensorProto.INT64, "FP32": TensorProto.FLOAT}
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["k_cont__3"], ["target__0"])], "g",
+        [helper.make_tensor_value_info(n, types[specs[n]["dtype"]], ["b", *specs[n]["dims"]])
+         for n in kept],
+        [helper.make_tensor_value_info("target__0", TensorProto.FLOAT, None)])
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), path)
+    native = repository.build_config("tft", run, "onnxruntime", path)
+    assert [t.name for t in native.input] == kept
+    python = repository.build_config("tft", run, "python", path)
+    assert len(python.input) == len(run["model"]["inputs"])
