@@ -83,3 +83,21 @@ def test_a_model_that_fails_to_load_reports_the_servers_reason(toy_repo):
     with TritonServer(triton_runtime.prepare(), broken.parent, work / "broken.log") as server:
         with pytest.raises(ServerError, match="failed to load model 'toy'"):
             server.load("toy")
+
+
+def test_perf_retries_lengthen_the_measurement_window():
+    """perf_analyzer's advice when it cannot stabilise: more requests per window."""
+    from types import SimpleNamespace
+
+    from deploybench import perf
+
+    run = {**RUN, "model": {**RUN["model"], "online": {"measurement_request_count": 50}},
+           "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 5000,
+                    "stability_percentage": 10, "max_trials": 10}}
+    server = SimpleNamespace(runtime=SimpleNamespace(perf_analyzer="perf_analyzer"),
+                             http_url="127.0.0.1:8000")
+    counts = []
+    for attempt in (1, 2, 3):
+        cmd = perf.command(run, "online", server, 1, 4, "data.json", "out.csv", attempt)
+        counts.append(int(cmd[cmd.index("--measurement-request-count") + 1]))
+    assert counts == [50, 100, 200]

@@ -65,7 +65,8 @@ def configuration_readme(run: dict, files: dict[str, Path], out: Path) -> None:
          f"{model['offline']['measurement_request_count']} / "
          f"{model['online']['measurement_request_count']}"),
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
-                          f"({run['server']['kind']}, python backend)"),
+                          f"({run['server']['kind']}, "
+                          f"{prov.get('runtime', {}).get('served_by', 'python')} backend)"),
         ("perf_analyzer", prov.get("perf_analyzer")),
         ("perf_analyzer stability", f"{run['perf']['stability_percentage']} %, "
                                     f"{run['perf']['max_trials']} trials, "

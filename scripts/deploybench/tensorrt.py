@@ -15,8 +15,8 @@ def _tensorrt():
         import tensorrt
     except ImportError as err:
         raise RuntimeError(
-            "backend 'trt' needs the TensorRT Python package (pip install tensorrt) and a "
-            "CUDA GPU; neither is available on this machine"
+            "backend 'trt' needs the TensorRT Python package (pip install tensorrt, or the "
+            "NGC container of containers/), which is not installed here"
         ) from err
     return tensorrt
 

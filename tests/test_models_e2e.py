@@ -1,0 +1,181 @@
+"""The BERT and FastPitch plug-ins end to end: real Snakemake runs of their tiny
+configurations (tests/config/models) through the real embedded Triton and perf_analyzer,
+and their GPU keys, planned here but refused with the reason when a step would run."""
+
+import json
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, TINY, snakemake
+from deploybench.device import gpu_names
+from deploybench.perf import COLUMNS
+from deploybench.report import markdown_table
+
+MODELS = ROOT / "tests/config/models"
+BERT = "results/bert-tiny/cpu/onnx_fp32"
+FASTPITCH = "results/fastpitch-tiny/cpu/ts-trace_fp32"
+BERT_METRICS = {"exact_match", "f1"}
+FASTPITCH_METRICS = {
+    "mel_in_range_fraction", "mel_frames_total", "mel_frames_mean", "frames_per_symbol",
+    "at_max_frames_fraction", "length_mismatch_fraction", "duration_mean", "pitch_mean",
+    "truncated_text_fraction",
+}
+
+
+def planned_jobs(result) -> dict[str, int]:
+    """rule -> count of a dry-run's job table (as in test_pipeline)."""
+    table = re.search(r"^job\s+count\n-+\s+-+\n(.*?)^total", result.stdout, re.M | re.S)
+    if not table:
+        return {}
+    return {line.split()[0]: int(line.split()[1]) for line in table.group(1).splitlines()}
+
+
+def model_config(name: str) -> dict:
+    return yaml.safe_load((MODELS / f"{name}.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Both tiny models' CPU reports, built by one Snakemake run in one workdir (the
+    tiny config's models_dir holds every tiny model; targets pick the configurations)."""
+    work = tmp_path_factory.mktemp("models")
+    snakemake(work, f"{BERT}/README.md", f"{FASTPITCH}/README.md")
+    return work
+
+
+def check_configuration(work, run_dir: str, model: str) -> pd.DataFrame:
+    """What every configuration report must hold; returns its accuracy table."""
+    run, config = work / run_dir, model_config(model)
+    outputs = [t["name"] for t in config["outputs"]]
+
+    check = pd.read_csv(run / "conversion_check.csv")
+    assert list(check["output"]) == outputs
+    assert check["passed"].all(), check
+
+    accuracy = pd.read_csv(run / "accuracy.csv")
+    deviations = accuracy[accuracy["kind"] == "deviation"]
+    assert list(deviations["name"]) == [f"max_abs_deviation:{o}" for o in outputs]
+    assert deviations["passed"].astype(str).eq("True").all(), deviations
+    assert (deviations["limit"] == config["accuracy"]["max_abs_deviation"]["fp32"]).all()
+
+    offline = pd.read_csv(run / "offline.csv")
+    assert list(offline.columns) == COLUMNS
+    assert list(offline["Batch"]) == config["offline"]["batch_sizes"]
+    assert set(offline["Concurrency"]) == {1}
+    online = pd.read_csv(run / "online.csv")
+    assert list(online["Concurrency"]) == config["online"]["concurrency"]
+    assert set(online["Batch"]) == {config["online"]["batch_size"]}
+    for table in (offline, online):
+        assert (table["Inferences/Second"] > 0).all(), table
+        assert (table["avg latency (ms)"] > 0).all(), table
+
+    native = pd.read_csv(run / "native.csv")
+    assert list(native["Batch"]) == config["offline"]["batch_sizes"]
+    assert (native["Inferences/Second"] > 0).all() and (native["iterations"] > 0).all()
+
+    for png in ("offline_throughput", "offline_latency", "online_latency"):
+        assert (run / f"plots/{png}.png").read_bytes()[:4] == b"\x89PNG"
+
+    prov = {}
+    for scenario in ("offline", "online"):
+        report = json.loads((run / f"{scenario}.json").read_text())
+        assert report["scenario"] == scenario
+        prov[scenario] = report["provenance"]
+        assert prov[scenario]["key"] == {"model": model, "gpu": "cpu",
+                                         "backend": run.name.split("_")[0],
+                                         "precision": "fp32"}
+        assert prov[scenario]["triton"]["name"] == "triton"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", prov[scenario]["triton"]["version"])
+        tritonclient = prov[scenario]["packages"]["tritonclient"]
+        assert prov[scenario]["perf_analyzer"] == f"tritonclient {tritonclient} wheel"
+        assert prov[scenario]["runtime"]["perf_analyzer"].endswith("perf_analyzer")
+        assert prov[scenario]["device_check"]["gpu_key"] == "cpu"
+        assert prov[scenario]["device_check"]["mismatch_allowed"] is False
+    assert prov["offline"]["triton"] == prov["online"]["triton"]
+
+    readme = (run / "README.md").read_text()
+    assert readme.startswith(f"# {config['title']}: CPU only")
+    assert f"| Triton server | {prov['offline']['triton']['version']} (embedded" in readme
+    assert f"| perf_analyzer | {prov['offline']['perf_analyzer']} |" in readme
+    offline_section = readme.split("## Offline scenario")[1].split("\n## ")[0]
+    assert markdown_table(offline) in offline_section
+    assert markdown_table(online) in readme.split("## Online scenario")[1]
+    assert "](plots/offline_throughput.png)" in readme
+    assert "## Serving overhead: Triton vs native" in readme
+    return accuracy
+
+
+def test_bert_tiny_end_to_end(built):
+    accuracy = check_configuration(built, BERT, "bert-tiny")
+    metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
+    assert set(metrics.index) == BERT_METRICS
+    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-6).all(), metrics
+    assert 0 <= metrics.loc["exact_match", "triton"] <= metrics.loc["f1", "triton"] <= 100
+    assert set(accuracy["kind"]) == {"metric", "deviation"}  # no integer outputs
+
+
+def test_fastpitch_tiny_end_to_end(built):
+    accuracy = check_configuration(built, FASTPITCH, "fastpitch-tiny")
+    metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
+    assert set(metrics.index) == FASTPITCH_METRICS
+    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-6).all(), metrics
+    total = metrics.loc["mel_frames_total", "triton"]
+    assert total == int(total) > 0
+    # The mel lengths (OUTPUT__1, INT64): every sample's length as the source model's.
+    agreement = accuracy[accuracy["kind"] == "agreement"]
+    assert list(agreement["name"]) == ["agreement:OUTPUT__1"]
+    assert agreement["triton"].iloc[0] == 1.0
+
+
+GPU_TARGETS = [
+    "results/bert-tiny/h100/trt_fp16/README.md",
+    "results/bert-tiny/h100/ort-trt_fp16/README.md",
+    "results/fastpitch-tiny/h100/ts-trace_fp16/README.md",
+    "results/fastpitch-tiny/h100/trt_fp16/README.md",
+]
+
+
+def test_gpu_keys_of_the_new_models_dry_run(built):
+    result = snakemake(built, "-n", *GPU_TARGETS)
+    jobs = planned_jobs(result)
+    assert jobs["performance"] == 2 * len(GPU_TARGETS), jobs
+    assert jobs["configuration_report"] == jobs["accuracy"] == len(GPU_TARGETS), jobs
+    # The CPU build's weights, data and exports are reused: only FastPitch's ONNX is new.
+    assert "weights" not in jobs and "eval_set" not in jobs and jobs["export"] == 1, jobs
+    assert "output: results/fastpitch-tiny/export/onnx/model.onnx" in result.stdout
+    assert "output: results/bert-tiny/h100/trt_fp16/converted/model.plan" in result.stdout
+    assert "output: results/bert-tiny/h100/ort-trt_fp16/converted/model.onnx" in result.stdout
+
+    refused = snakemake(built, "-n", "results/fastpitch-tiny/h100/ort-trt_fp16/README.md",
+                        check=False)
+    assert refused.returncode != 0
+    assert ("backend 'ort-trt' is not configured for model 'fastpitch-tiny'; its backends: "
+            "onnx, trt, ts-trace, ts-script") in refused.stdout + refused.stderr
+    refused = snakemake(built, "-n", "results/bert-tiny/cpu/trt_fp32/README.md", check=False)
+    assert refused.returncode != 0
+    assert "backend 'trt' (NVIDIA TensorRT) needs an NVIDIA GPU; GPU key 'cpu' is cpu" in (
+        refused.stdout + refused.stderr)
+
+
+@pytest.mark.skipif(bool(gpu_names()), reason="this machine has an NVIDIA GPU")
+def test_tensorrt_conversion_is_refused_here_with_the_reason(built, tmp_path):
+    run = built / "results/bert-tiny/h100/trt_fp16"
+    target = str(run.relative_to(built) / "conversion_check.csv")
+    log = run / "logs/convert_model.plan.log"  # the engine is built on the device
+
+    result = snakemake(built, target, check=False)
+    assert result.returncode != 0
+    assert ("GPU key 'h100' needs a device whose name contains 'H100'; this machine has: "
+            "no NVIDIA GPU (CPU only)") in log.read_text()
+
+    # Past the device check, the missing TensorRT itself is named.
+    allow = tmp_path / "allow.yaml"
+    allow.write_text(yaml.safe_dump({"allow_gpu_mismatch": True}))
+    result = snakemake(built, target, "--configfile", str(TINY), str(allow), check=False)
+    assert result.returncode != 0
+    assert "backend 'trt' needs the TensorRT Python package" in log.read_text()
+    assert not (run / "converted").exists() or not any((run / "converted").iterdir())
+    assert not (run / "conversion_check.csv").exists()
