@@ -32,3 +32,17 @@ def sources(name: str) -> list[Path]:
     a change to any of them re-runs the pipeline from the export."""
     module_dir = Path(__file__).with_name("models")
     return sorted(module_dir.glob(f"{name}*.py"))
+
+
+def read_torch_file(path: Path, what: str):
+    """A checkpoint file of tensors and plain containers (weights_only: no code runs),
+    with one message for a missing or unreadable file."""
+    import torch
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} checkpoint '{path}' does not exist")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # any unreadable file: the same message
+        raise ValueError(f"{what} checkpoint '{path}' is not a readable torch file of "
+                         f"tensors and plain values: {err}") from err

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..plugins import read_torch_file
 from . import bert_data, bert_squad
 from .bert_net import ARCH_KEYS, BertForQuestionAnswering, embedding_rows
 
@@ -31,13 +32,7 @@ def read_checkpoint(checkpoint: str) -> tuple[dict, dict | None, Path]:
     Google/HF names (LayerNorm gamma/beta, intermediate.dense) are mapped to DLE's."""
     path = Path(checkpoint)
     weights = path / "pytorch_model.bin" if path.is_dir() else path
-    if not weights.is_file():
-        raise FileNotFoundError(f"BERT checkpoint '{weights}' does not exist")
-    try:
-        ckpt = torch.load(weights, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unreadable file: the same message
-        raise ValueError(f"BERT checkpoint '{weights}' is not a readable torch state_dict: "
-                         f"{err}") from err
+    ckpt = read_torch_file(weights, "BERT")
     state = ckpt.get("model", ckpt) if isinstance(ckpt, dict) else ckpt
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor)
                                               for v in state.values()):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..plugins import read_torch_file
 from . import fastpitch_data
 from .fastpitch_net import FastPitch
 from .fastpitch_text import PAD_ID, symbols
@@ -43,14 +44,7 @@ def read_checkpoint(checkpoint: str) -> tuple[dict, dict | None]:
     {'state_dict', 'config', 'optimizer', ...} (`module.` prefixes of a DDP model are
     dropped, as DLE's load_model_from_ckpt does), or a bare state_dict."""
     path = Path(checkpoint)
-    if not path.is_file():
-        raise FileNotFoundError(f"FastPitch checkpoint '{path}' does not exist")
-    try:
-        # weights_only: tensors and plain containers, which is all DLE saves; no code runs
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unreadable file: the same message
-        raise ValueError(f"FastPitch checkpoint '{path}' is not a readable torch file of "
-                         f"tensors and plain values: {err}") from err
+    ckpt = read_torch_file(path, "FastPitch")  # tensors and plain values: all DLE saves
     if not isinstance(ckpt, dict):
         raise ValueError(f"FastPitch checkpoint '{path}' holds a {type(ckpt).__name__}, "
                          "not a dict")
