@@ -20,6 +20,16 @@ rule convert:
         "python -m deploybench convert --spec {params.spec:q} --exported {input} --out {output} > {log} 2>&1"
 
 
+# A SavedModel is a folder.
+use rule convert as convert_savedmodel with:
+    output:
+        directory(cfg("converted/model.savedmodel")),
+    log:
+        cfg("logs/convert_model.savedmodel.log"),
+    benchmark:
+        cfg("benchmarks/convert_model.savedmodel.tsv")
+
+
 rule conversion_check:
     input:
         converted=converted_path,

@@ -85,6 +85,7 @@ rule export:
         "results/{model}/export/{export_format}/{exported}",
     params:
         spec=export_spec,
+        format=lambda w, output: Path(output[0]).parent.name,
     resources:
         **cluster_resources("export"),
     conda:
@@ -94,5 +95,15 @@ rule export:
     benchmark:
         "results/{model}/export/{export_format}/benchmarks/{exported}.tsv"
     shell:
-        "python -m deploybench export --spec {params.spec:q} --format {wildcards.export_format}"
+        "python -m deploybench export --spec {params.spec:q} --format {params.format}"
         " --weights {input.weights} --eval {input.eval} --out {output} > {log} 2>&1"
+
+
+# A SavedModel is a folder.
+use rule export as export_savedmodel with:
+    output:
+        directory("results/{model}/export/tf-savedmodel/model.savedmodel"),
+    log:
+        "results/{model}/export/tf-savedmodel/logs/model.savedmodel.log",
+    benchmark:
+        "results/{model}/export/tf-savedmodel/benchmarks/model.savedmodel.tsv"

@@ -21,7 +21,7 @@ def test_run_resolves_the_device_overrides(settings):
     ("key", "message"),
     [
         (("tft-nope", "cpu", "onnx", "fp32"),
-         "unknown model 'tft-nope'; valid models: bert-tiny, fastpitch-tiny, tft-tiny"),
+         "unknown model 'tft-nope'; valid models: bert-tiny, dlrm-tiny, fastpitch-tiny, tft-tiny"),
         (("tft-tiny", "a31", "onnx", "fp32"), "unknown GPU key 'a31'; valid GPU keys: a100, a30"),
         (("tft-tiny", "cpu", "tensorflow", "fp32"), "unknown backend 'tensorflow'; valid backends"),
         (("tft-tiny", "cpu", "onnx", "int4"), "unknown precision 'int4'; valid precisions: fp16"),
@@ -94,3 +94,18 @@ def test_a_container_server_runs_the_image_with_gpus_and_the_workdir(tmp_path, m
     assert "--backend-directory=/opt/tritonserver/backends" in argv
     docker = triton_runtime.container("img", "docker", tmp_path)
     assert docker.launcher[:2] == ("docker", "run") and "--gpus" in docker.launcher
+
+
+def test_a_plugin_without_its_framework_names_the_extra(monkeypatch):
+    """A TensorFlow plug-in on a PyTorch-only install (no tf extra) says what to install."""
+    import importlib
+
+    from deploybench import plugins
+
+    def no_tensorflow(name):
+        raise ModuleNotFoundError("No module named 'tensorflow'", name="tensorflow")
+
+    monkeypatch.setattr(importlib, "import_module", no_tensorflow)
+    with pytest.raises(ModuleNotFoundError, match=r"'dlrm' needs the 'tensorflow' package.*"
+                                                  r"pip install -e '\.\[tf\]'"):
+        plugins.load("dlrm")

@@ -1,4 +1,4 @@
-"""The BERT and FastPitch plug-ins end to end: real Snakemake runs of their tiny
+"""The BERT, FastPitch and DLRM (TensorFlow) plug-ins end to end: real Snakemake runs of their tiny
 configurations (tests/config/models) through the real embedded Triton and perf_analyzer,
 and their GPU keys, planned here but refused with the reason when a step would run."""
 
@@ -17,6 +17,7 @@ from deploybench.report import markdown_table
 MODELS = ROOT / "tests/config/models"
 BERT = "results/bert-tiny/cpu/onnx_fp32"
 FASTPITCH = "results/fastpitch-tiny/cpu/ts-trace_fp32"
+DLRM = "results/dlrm-tiny/cpu/tf-savedmodel_fp32"
 BERT_METRICS = {"exact_match", "f1"}
 FASTPITCH_METRICS = {
     "mel_in_range_fraction", "mel_frames_total", "mel_frames_mean", "frames_per_symbol",
@@ -39,10 +40,11 @@ def model_config(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """Both tiny models' CPU reports, built by one Snakemake run in one workdir (the
+    """The tiny models' CPU reports, built by one Snakemake run in one workdir (the
     tiny config's models_dir holds every tiny model; targets pick the configurations)."""
+    pytest.importorskip("tensorflow")  # the tf extra: DLRM is a Keras model
     work = tmp_path_factory.mktemp("models")
-    snakemake(work, f"{BERT}/README.md", f"{FASTPITCH}/README.md")
+    snakemake(work, f"{BERT}/README.md", f"{FASTPITCH}/README.md", f"{DLRM}/README.md")
     return work
 
 
@@ -115,6 +117,16 @@ def test_bert_tiny_end_to_end(built):
     assert ((metrics["triton"] - metrics["native"]).abs() < 1e-6).all(), metrics
     assert 0 <= metrics.loc["exact_match", "triton"] <= metrics.loc["f1", "triton"] <= 100
     assert set(accuracy["kind"]) == {"metric", "deviation"}  # no integer outputs
+
+
+def test_dlrm_tiny_end_to_end_from_a_savedmodel(built):
+    accuracy = check_configuration(built, DLRM, "dlrm-tiny")
+    metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
+    assert set(metrics.index) == {"auc", "log_loss"}
+    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
+    assert 0 <= metrics.loc["auc", "triton"] <= 1
+    served = built / DLRM / "model_repository/dlrm-tiny/1/model.savedmodel"
+    assert (served / "saved_model.pb").is_file()  # a SavedModel folder, as Triton's own
 
 
 def test_fastpitch_tiny_end_to_end(built):

@@ -12,7 +12,8 @@ from deploybench import repository
 from deploybench.config import Settings
 from deploybench.formats import BACKENDS
 
-NATIVE_SERVER = ["onnxruntime", "python", "pytorch", "tensorrt"]  # an NGC image's backends
+NATIVE_SERVER = ["onnxruntime", "python", "pytorch", "tensorflow", "tensorrt"]  # NGC's
+PLATFORMS = {"tensorrt": "tensorrt_plan", "tensorflow": "tensorflow_savedmodel"}
 
 
 def every_run(settings: Settings):
@@ -57,7 +58,7 @@ def test_every_config_parses_back_with_the_protobuf(all_settings, tmp_path):
             seen.add((key["backend"], parsed.backend or parsed.platform))
     backends = {b for m in all_settings.models.values() for b in m["backends"]}
     expected = {(b, "python") for b in backends}
-    expected |= {(b, BACKENDS[b].native if BACKENDS[b].native != "tensorrt" else "tensorrt_plan")
+    expected |= {(b, PLATFORMS.get(BACKENDS[b].native, BACKENDS[b].native))
                  for b in backends if BACKENDS[b].native}
     assert seen == expected
 

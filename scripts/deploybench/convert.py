@@ -9,6 +9,14 @@ from . import atomic, device
 from .runtimes import torch_device
 
 
+def copy_artifact(src: Path, dst: Path) -> None:
+    """A file, or a folder (a SavedModel)."""
+    if Path(src).is_dir():
+        shutil.copytree(src, dst)
+    else:
+        shutil.copyfile(src, dst)
+
+
 def convert(run: dict, exported: Path, out: Path) -> None:
     runtime, precision = run["backend"]["runtime"], run["precision"]
     if device.runs_on_device(run, "convert"):
@@ -18,9 +26,10 @@ def convert(run: dict, exported: Path, out: Path) -> None:
             from .tensorrt import build_engine
 
             build_engine(run, exported, tmp)
-        elif precision == "fp32" or runtime == "onnxruntime-trt":
-            # The export is FP32; ONNX Runtime's TensorRT accelerator applies FP16 itself.
-            shutil.copyfile(exported, tmp)
+        elif precision == "fp32" or runtime in ("onnxruntime-trt", "tensorflow"):
+            # The export is FP32; ONNX Runtime's TensorRT accelerator and TensorFlow's auto
+            # mixed precision apply FP16 themselves when they load it.
+            copy_artifact(exported, tmp)
         elif runtime in ("torch", "torch-cudagraph"):
             import torch
 

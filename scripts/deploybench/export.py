@@ -1,4 +1,5 @@
-"""Export the model source (FP32, CPU) to TorchScript (trace, script) or ONNX."""
+"""Export the model source (FP32, CPU): a PyTorch plug-in to TorchScript (trace, script)
+or ONNX, a TensorFlow plug-in to a SavedModel or ONNX (tf2onnx)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,26 @@ import torch
 from . import atomic, source
 
 ONNX_OPSET = 17
+FORMATS = {"torch": ("ts-trace", "ts-script", "onnx"), "tensorflow": ("tf-savedmodel", "onnx")}
 
 
 def export(settings: dict, fmt: str, weights: Path, eval_npz: Path, out: Path) -> None:
+    framework = source.framework(settings)
+    if fmt not in FORMATS[framework]:
+        raise ValueError(f"model '{settings['plugin']}' is a {framework} model: it exports to "
+                         f"{', '.join(FORMATS[framework])}, not '{fmt}'")
     model = source.load_model(settings, weights)
     inputs, _, _ = source.load_eval(settings, eval_npz)
+    if framework == "tensorflow":
+        _export_tf(settings, model, fmt, out)
+        return
     example = tuple(torch.from_numpy(a[:2]) for a in inputs)  # a real batch of two
     with atomic.output(out) as tmp, torch.no_grad():
         if fmt == "ts-trace":
             torch.jit.save(torch.jit.trace(model, example), str(tmp))
         elif fmt == "ts-script":
             torch.jit.save(torch.jit.script(model), str(tmp))
-        elif fmt == "onnx":
+        else:
             names_in = [t["name"] for t in settings["inputs"]]
             names_out = [t["name"] for t in settings["outputs"]]
             torch.onnx.export(
@@ -28,5 +37,14 @@ def export(settings: dict, fmt: str, weights: Path, eval_npz: Path, out: Path) -
                 dynamic_axes={n: {0: "batch"} for n in names_in + names_out},
                 opset_version=ONNX_OPSET, dynamo=False,
             )
+
+
+def _export_tf(settings: dict, model, fmt: str, out: Path) -> None:
+    from . import tf_export
+
+    with atomic.output(out) as tmp:
+        if fmt == "tf-savedmodel":
+            tf_export.save_savedmodel(model, settings["inputs"], settings["outputs"], tmp)
         else:
-            raise ValueError(f"unknown export format '{fmt}'; valid: ts-trace, ts-script, onnx")
+            tf_export.save_onnx(model, settings["inputs"], settings["outputs"], tmp,
+                                ONNX_OPSET)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 # Exported formats: model source -> file, always FP32 (the seeds' export precision).
-EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt"}
+EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
+                    "tf-savedmodel": "model.savedmodel"}  # a SavedModel is a folder
 
 PRECISIONS = ("fp32", "fp16")
 
@@ -43,6 +44,9 @@ BACKENDS = {
                 "pytorch"),
         Backend("ts-script", "PyTorch (TorchScript script)", "ts-script", "model.pt", "torch",
                 "pytorch"),
+        # FP16: the seeds' "Automatic FP16" accelerator (TF's auto mixed precision).
+        Backend("tf-savedmodel", "TensorFlow SavedModel", "tf-savedmodel", "model.savedmodel",
+                "tensorflow", "tensorflow"),
         # The fastest PyTorch path the python backend serves honestly without TensorRT.
         Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
                 "model.pt", "torch-cudagraph", None, needs_gpu=True),

@@ -19,8 +19,18 @@ from types import ModuleType
 REQUIRED = ("build_model", "generate_dataset", "load_split", "evaluate")
 
 
+EXTRAS = {"tensorflow": "tf", "keras": "tf", "tf2onnx": "tf"}  # package -> extra of it
+
+
 def load(name: str) -> ModuleType:
-    module = importlib.import_module(f"deploybench.models.{name}")
+    try:
+        module = importlib.import_module(f"deploybench.models.{name}")
+    except ModuleNotFoundError as err:
+        if err.name not in EXTRAS:
+            raise
+        raise ModuleNotFoundError(
+            f"model plug-in '{name}' needs the '{err.name}' package, which is not installed "
+            f"here: pip install -e '.[{EXTRAS[err.name]}]'", name=err.name) from err
     missing = [f for f in REQUIRED if not hasattr(module, f)]
     if missing:
         raise TypeError(f"model plug-in '{name}' lacks {', '.join(missing)}")

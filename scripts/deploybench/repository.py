@@ -5,7 +5,7 @@ written with protobuf's text format, so a field Triton does not know cannot be
 written, and `read_config` parses any config.pbtxt back with the same schema.
 
 Who serves a build: the Triton backend native to its format (onnxruntime, tensorrt,
-pytorch) when the server's backend directory has it, else the python backend running
+pytorch, tensorflow) when the server's backend directory has it, else the python backend running
 `triton_python_model.py` over the same artifact (the embedded server has only that one).
 `server.serve_with` (auto | native | python) overrides the choice.
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
+
+from .convert import copy_artifact
 
 PYTHON_MODEL = Path(__file__).with_name("triton_python_model.py")
 VERSION = "1"
@@ -103,6 +105,12 @@ def _native(config: mc.ModelConfig, run: dict, backend: str) -> None:
         # CUDA graphs captured by the TensorRT backend per batch size (as in the seeds).
         config.optimization.cuda.graphs = bool(run["model"]["triton"].get("cuda_graphs"))
         return
+    if backend == "tensorflow":
+        config.platform = "tensorflow_savedmodel"
+        if run["precision"] == "fp16":  # the seeds' "Automatic FP16"
+            accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
+            accel.name = "auto_mixed_precision"
+        return
     config.backend = backend
     if backend == "pytorch" and run["precision"] == "fp16":
         floating = [t["name"] for t in run["model"]["inputs"] if t["dtype"].startswith("FP")]
@@ -165,7 +173,7 @@ def create(run: dict, artifact: Path, out_config: Path, available: list[str]) ->
     version_dir.mkdir(parents=True, exist_ok=True)
     if backend == "python":
         shutil.copyfile(PYTHON_MODEL, version_dir / "model.py")
-    shutil.copyfile(artifact, version_dir / run["artifact"])
+    copy_artifact(artifact, version_dir / run["artifact"])
     write_config(build_config(model_dir.name, run, backend, artifact), out_config)
     return backend
 

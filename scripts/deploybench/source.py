@@ -23,18 +23,43 @@ def describe_weights(settings: dict) -> str:
     return f"seeded random initialisation (seed {settings['weights']['seed']})"
 
 
+def framework(settings: dict) -> str:
+    """The plug-in's framework: torch (default) or tensorflow (FRAMEWORK = "tensorflow")."""
+    return getattr(plugins.load(settings["plugin"]), "FRAMEWORK", "torch")
+
+
+def _built(model, settings: dict):
+    """A Keras model with its variables created (a subclassed one makes them on call)."""
+    if not model.built:
+        model([np.zeros((1, *t["dims"]), dtype=numpy_dtype(t["dtype"]))
+               for t in settings["inputs"]])
+    return model
+
+
 def make_weights(settings: dict, out: Path) -> None:
+    """The weights file every later step starts from (torch.save of tensors for both
+    frameworks: a Keras model's weights as a list, in get_weights() order)."""
     plugin = plugins.load(settings["plugin"])
     w = settings["weights"]
     model = plugin.build_model(settings["hparams"], w["checkpoint"], w["seed"])
+    if framework(settings) == "tensorflow":
+        state = {"keras_weights": [torch.from_numpy(np.array(v))
+                                   for v in _built(model, settings).get_weights()]}
+    else:
+        state = {"state_dict": model.state_dict()}
     with atomic.output(out) as tmp:
-        torch.save({"state_dict": model.state_dict(), "origin": describe_weights(settings)}, tmp)
+        torch.save({**state, "origin": describe_weights(settings)}, tmp)
 
 
-def load_model(settings: dict, weights: Path) -> torch.nn.Module:
+def load_model(settings: dict, weights: Path):
+    """The FP32 source model (torch.nn.Module in eval mode, or a Keras model)."""
     plugin = plugins.load(settings["plugin"])
     model = plugin.build_model(settings["hparams"], None, settings["weights"]["seed"])
-    model.load_state_dict(torch.load(weights, map_location="cpu")["state_dict"])
+    saved = torch.load(weights, map_location="cpu")
+    if framework(settings) == "tensorflow":
+        _built(model, settings).set_weights([t.numpy() for t in saved["keras_weights"]])
+        return model
+    model.load_state_dict(saved["state_dict"])
     return model.eval()
 
 
@@ -49,8 +74,17 @@ def generate_data(settings: dict, out_dir: Path) -> None:
         plugin.generate_dataset(settings["hparams"], str(tmp), **settings["data"]["generate"])
 
 
-def run_model(model: torch.nn.Module, inputs: list[np.ndarray], batch_size: int) -> list:
-    """Outputs of an in-process model over `inputs`, batch by batch, as numpy arrays."""
+def run_model(model, inputs: list[np.ndarray], batch_size: int) -> list:
+    """Outputs of an in-process model (torch or Keras) over `inputs`, batch by batch, as
+    numpy arrays."""
+    if not isinstance(model, torch.nn.Module):  # Keras: inference mode, numpy out
+        def infer_keras(arrays):
+            result = model(arrays, training=False)
+            result = result if isinstance(result, (tuple, list)) else (result,)
+            return [np.asarray(r) for r in result]
+
+        return batched(infer_keras, inputs, batch_size)
+
     def infer(arrays):
         result = model(*[torch.from_numpy(a) for a in arrays])
         result = result if isinstance(result, (tuple, list)) else (result,)

@@ -3,7 +3,8 @@
 It runs inside Triton's python backend stub, so it imports only the runtime it serves
 (onnxruntime or torch) and numpy, never the deploybench package. What it serves comes
 from the `parameters` of config.pbtxt: `artifact` (file in the version folder),
-`runtime` (onnxruntime | torch | torch-cudagraph) and `precision` (fp32 | fp16).
+`runtime` (onnxruntime | torch | torch-cudagraph | tensorflow) and `precision`
+(fp32 | fp16).
 Requests of one execute() call (dynamic batching) are concatenated and run as one batch.
 `ArtifactRunner` is also what the pipeline uses in-process (conversion check, native
 throughput), so the served and the native numbers run the same code.
@@ -22,7 +23,7 @@ for _path in reversed(os.environ.get("DEPLOYBENCH_STUB_PATH", "").split(os.paths
 
 import numpy as np  # noqa: E402
 
-RUNTIMES = ("onnxruntime", "onnxruntime-trt", "torch", "torch-cudagraph")
+RUNTIMES = ("onnxruntime", "onnxruntime-trt", "torch", "torch-cudagraph", "tensorflow")
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -78,6 +79,24 @@ class CudaGraphRunner:
         return tuple(o[:n] for o in static_out)
 
 
+def _tensorflow(threads, device_id, fp16):
+    """TensorFlow set up once per process: its threads, and FP16 as the seeds' "Automatic
+    FP16" (grappler's auto mixed precision over the FP32 SavedModel)."""
+    import tensorflow as tf
+
+    if device_id is not None and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError("this TensorFlow has no GPU support (tensorflow-cpu?); install "
+                           "tensorflow[and-cuda] for a GPU instance")
+    if threads:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+        except RuntimeError:  # already initialised in this process
+            pass
+    if fp16:
+        tf.config.optimizer.set_experimental_options({"auto_mixed_precision": True})
+    return tf
+
+
 class ArtifactRunner:
     """Loads an artifact with its runtime; __call__(list of numpy) -> list of numpy."""
 
@@ -86,6 +105,7 @@ class ArtifactRunner:
         self.runtime, self.input_names = runtime, list(input_names)
         self.session = None
         self.fp16 = precision == "fp16"
+        self.tf_device = "/CPU:0" if device_id is None else f"/GPU:{device_id}"
         if runtime in ("torch", "torch-cudagraph"):
             import torch
 
@@ -124,6 +144,11 @@ class ArtifactRunner:
             self.session = ort.InferenceSession(str(artifact), options, providers=providers)
             # An exported graph drops inputs the model never reads (TFT's id): skip those.
             self.session_inputs = {i.name: i.type for i in self.session.get_inputs()}
+        elif runtime == "tensorflow":
+            self.tf = _tensorflow(threads, device_id, self.fp16)
+            with self.tf.device(self.tf_device):
+                self.loaded = self.tf.saved_model.load(str(artifact))  # owns the variables
+            self.model = self.loaded.ordered
         else:
             raise ValueError(f"unknown runtime '{runtime}'; valid: {', '.join(RUNTIMES)}")
 
@@ -135,6 +160,10 @@ class ArtifactRunner:
                     half = self.session_inputs[name] == "tensor(float16)"
                     feed[name] = array.astype(np.float16) if half else array
             return [_fp32(np.asarray(o)) for o in self.session.run(None, feed)]
+        if self.runtime == "tensorflow":
+            with self.tf.device(self.tf_device):
+                result = self.model(*[self.tf.constant(a) for a in arrays])
+            return [_fp32(r.numpy()) for r in result]
         torch = self.torch
         with torch.inference_mode():
             tensors = []

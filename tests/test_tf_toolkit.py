@@ -1,0 +1,88 @@
+"""The TensorFlow side of the toolkit on a small Keras model: SavedModel and ONNX exports
+with the config's tensor names, the runner the python backend serves them with, and the
+native tensorflow backend's config."""
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from deploybench import repository, tf_export  # noqa: E402
+from deploybench.triton_python_model import ArtifactRunner  # noqa: E402
+
+INPUTS = [{"name": "numerical", "dtype": "FP32", "dims": [3]},
+          {"name": "categorical", "dtype": "INT64", "dims": [2]}]
+OUTPUTS = [{"name": "prob", "dtype": "FP32", "dims": [1]},
+           {"name": "logit", "dtype": "FP32", "dims": [1]}]
+
+
+class Toy(keras.Model):
+    """Two inputs (one categorical), two outputs: the shape of the recommender models."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = keras.layers.Embedding(10, 4)
+        self.head = keras.layers.Dense(1)
+
+    def call(self, inputs, training=False):
+        numerical, categorical = inputs
+        flat = tf.reshape(self.table(categorical), [-1, 8])
+        logit = self.head(tf.concat([numerical, flat], axis=1))
+        return [tf.sigmoid(logit), logit]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    keras.utils.set_random_seed(0)
+    model = Toy()
+    rng = np.random.default_rng(0)
+    arrays = [rng.random((5, 3), dtype=np.float32), rng.integers(0, 10, (5, 2))]
+    return model, arrays, [np.asarray(r) for r in model(arrays)]
+
+
+def test_savedmodel_serves_the_same_outputs_in_config_order(toy, tmp_path):
+    model, arrays, reference = toy
+    tf_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
+    runner = ArtifactRunner(tmp_path / "model.savedmodel", "tensorflow", "fp32",
+                            [t["name"] for t in INPUTS])
+    got = runner(arrays)
+    assert [g.shape for g in got] == [(5, 1), (5, 1)]
+    for g, r in zip(got, reference):
+        np.testing.assert_array_equal(g, r)
+    # What Triton's tensorflow backend reads: a signature keyed by the config's names.
+    signature = tf.saved_model.load(str(tmp_path / "model.savedmodel")).signatures[
+        "serving_default"]
+    assert sorted(signature.structured_input_signature[1]) == ["categorical", "numerical"]
+    assert sorted(signature.structured_outputs) == ["logit", "prob"]
+
+
+def test_onnx_export_keeps_the_config_names(toy, tmp_path):
+    import onnxruntime as ort
+
+    model, arrays, reference = toy
+    tf_export.save_onnx(model, INPUTS, OUTPUTS, tmp_path / "model.onnx", 17)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"))
+    assert [i.name for i in session.get_inputs()] == ["numerical", "categorical"]
+    assert [o.name for o in session.get_outputs()] == ["prob", "logit"]
+    got = session.run(None, dict(zip(["numerical", "categorical"], arrays)))
+    for g, r in zip(got, reference):
+        np.testing.assert_allclose(g, r, atol=1e-6)
+
+
+def test_native_tensorflow_config(tmp_path):
+    run = {"key": {"model": "toy", "backend": "tf-savedmodel"}, "precision": "fp16",
+           "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
+           "backend": {"runtime": "tensorflow", "native": "tensorflow"},
+           "server": {"serve_with": "auto"},
+           "model": {"inputs": INPUTS, "outputs": OUTPUTS,
+                     "triton": {"max_batch_size": 64, "instances": 2,
+                                "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
+    backend = repository.served_by(run, ["python", "tensorflow"])
+    config = repository.build_config("toy", run, backend)
+    assert config.platform == "tensorflow_savedmodel"
+    assert config.default_model_filename == "model.savedmodel"
+    (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accel.name == "auto_mixed_precision"
+    repository.write_config(config, tmp_path / "config.pbtxt")
+    assert repository.read_config(tmp_path / "config.pbtxt") == config
