@@ -1,6 +1,7 @@
-"""The BERT, FastPitch and DLRM (TensorFlow) plug-ins end to end: real Snakemake runs of their tiny
-configurations (tests/config/models) through the real embedded Triton and perf_analyzer,
-and their GPU keys, planned here but refused with the reason when a step would run."""
+"""The BERT, FastPitch, DLRM and Wide & Deep (TensorFlow) plug-ins end to end: real
+Snakemake runs of their tiny configurations (tests/config/models) through the real
+embedded Triton and perf_analyzer, and their GPU keys, planned here but refused with the
+reason when a step would run."""
 
 import json
 import re
@@ -18,6 +19,7 @@ MODELS = ROOT / "tests/config/models"
 BERT = "results/bert-tiny/cpu/onnx_fp32"
 FASTPITCH = "results/fastpitch-tiny/cpu/ts-trace_fp32"
 DLRM = "results/dlrm-tiny/cpu/tf-savedmodel_fp32"
+WIDEDEEP = "results/widedeep-tiny/cpu/onnx_fp32"
 BERT_METRICS = {"exact_match", "f1"}
 FASTPITCH_METRICS = {
     "mel_in_range_fraction", "mel_frames_total", "mel_frames_mean", "frames_per_symbol",
@@ -44,7 +46,7 @@ def built(tmp_path_factory):
     tiny config's models_dir holds every tiny model; targets pick the configurations)."""
     pytest.importorskip("tensorflow")  # the tf extra: DLRM is a Keras model
     work = tmp_path_factory.mktemp("models")
-    snakemake(work, f"{BERT}/README.md", f"{FASTPITCH}/README.md", f"{DLRM}/README.md")
+    snakemake(work, *(f"{run}/README.md" for run in (BERT, FASTPITCH, DLRM, WIDEDEEP)))
     return work
 
 
@@ -127,6 +129,14 @@ def test_dlrm_tiny_end_to_end_from_a_savedmodel(built):
     assert 0 <= metrics.loc["auc", "triton"] <= 1
     served = built / DLRM / "model_repository/dlrm-tiny/1/model.savedmodel"
     assert (served / "saved_model.pb").is_file()  # a SavedModel folder, as Triton's own
+
+
+def test_widedeep_tiny_end_to_end_through_tf2onnx(built):
+    accuracy = check_configuration(built, WIDEDEEP, "widedeep-tiny")
+    metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
+    assert list(metrics.index) == ["map_at_12"]
+    assert abs(metrics.loc["map_at_12", "triton"] - metrics.loc["map_at_12", "native"]) < 1e-6
+    assert 0 < metrics.loc["map_at_12", "triton"] <= 1
 
 
 def test_fastpitch_tiny_end_to_end(built):

@@ -56,3 +56,31 @@ def read_torch_file(path: Path, what: str):
     except Exception as err:  # any unreadable file: the same message
         raise ValueError(f"{what} checkpoint '{path}' is not a readable torch file of "
                          f"tensors and plain values: {err}") from err
+
+
+class Seeds:
+    """Distinct, reproducible initializer seeds derived from one model seed (Keras
+    plug-ins give each initializer its own)."""
+
+    def __init__(self, seed: int):
+        self.base = int(seed) * 100_003
+        self.count = 0
+
+    def __call__(self) -> int:
+        self.count += 1
+        return (self.base + self.count) % (2 ** 31 - 1)
+
+
+def load_keras_weights(model, checkpoint: str | None, what: str) -> None:
+    """A Keras weights file (`model.save_weights`, *.weights.h5) into a built model, with
+    one message for a missing file and one for any file that is not this model's."""
+    if checkpoint is None:
+        return
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} checkpoint '{path}' does not exist")
+    try:
+        model.load_weights(str(path))
+    except Exception as err:  # wrong suffix, not HDF5, or other shapes: one message
+        raise ValueError(f"{what} checkpoint '{path}' is not a Keras weights file "
+                         f"(*.weights.h5) of this configuration: {err}") from err

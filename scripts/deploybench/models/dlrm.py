@@ -14,10 +14,9 @@ Model interface (the config's inputs and outputs, in this order):
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
+from ..plugins import load_keras_weights
 from . import dlrm_data
 
 FRAMEWORK = "tensorflow"
@@ -35,16 +34,7 @@ def build_model(hparams: dict, checkpoint: str | None, seed: int):
     n_num = int(hparams["num_numerical_features"])
     n_cat = len(model.sparse.table_sizes)
     model([np.zeros((1, n_num), np.float32), np.zeros((1, n_cat), np.int64)])  # build
-    if checkpoint is not None:
-        path = Path(checkpoint)
-        if not path.is_file():
-            raise FileNotFoundError(f"DLRM checkpoint '{path}' does not exist")
-        try:
-            model.load_weights(str(path))
-        except Exception as err:  # wrong suffix, not HDF5, or other shapes: one message
-            raise ValueError(f"DLRM checkpoint '{path}' is not a Keras weights file "
-                             f"(*.weights.h5) of this {hparams.get('architecture', 'dlrm')} "
-                             f"configuration: {err}") from err
+    load_keras_weights(model, checkpoint, f"DLRM ({hparams.get('architecture', 'dlrm')})")
     return model
 
 

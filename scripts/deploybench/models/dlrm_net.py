@@ -24,6 +24,8 @@ import math
 import keras
 from keras import ops
 
+from ..plugins import Seeds
+
 ARCHITECTURES = ("dlrm", "dcnv2")
 
 
@@ -31,19 +33,7 @@ def _pad_to(n: int, multiple: int = 8) -> int:
     return math.ceil(n / multiple) * multiple - n
 
 
-class _Seeds:
-    """Distinct, reproducible initializer seeds derived from one model seed."""
-
-    def __init__(self, seed: int):
-        self.base = int(seed) * 100_003
-        self.count = 0
-
-    def __call__(self) -> int:
-        self.count += 1
-        return (self.base + self.count) % (2 ** 31 - 1)
-
-
-def _mlp(dims: list[int], prefix: str, seeds: _Seeds, last_linear: bool) -> list:
+def _mlp(dims: list[int], prefix: str, seeds: Seeds, last_linear: bool) -> list:
     """DLE's MLP layers: GlorotNormal kernels, N(0, 1/dim) biases, ReLU (the last one
     linear for the top MLP)."""
     layers = []
@@ -69,7 +59,7 @@ class SparseEmbeddings(keras.layers.Layer):
         self.table_sizes = [int(n) for n in table_sizes]
         self.embedding_dim = int(embedding_dim)
         self.seed = int(seed)
-        seeds = _Seeds(seed)
+        seeds = Seeds(seed)
         # DLE's EmbeddingInitializer: U(-sqrt(1/rows), sqrt(1/rows)) per table
         self.tables = [
             self.add_weight(shape=(n, self.embedding_dim), name=f"embedding_table_{i}",
@@ -106,7 +96,7 @@ class _DenseBase(keras.layers.Layer):
         if self.top_mlp_dims[-1] != 1:
             raise ValueError(f"the top MLP must end in 1 unit (the click logit), got "
                              f"{self.top_mlp_dims}")
-        self._seeds = _Seeds(seed)
+        self._seeds = Seeds(seed)
         self.bottom_padding = _pad_to(self.num_numerical)
         self.bottom_mlp = _mlp(self.bottom_mlp_dims, "bottom_mlp", self._seeds, False)
 

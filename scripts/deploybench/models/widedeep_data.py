@@ -1,0 +1,148 @@
+"""Outbrain click prediction data for the Wide & Deep plug-in.
+
+DEVIATION from DLE: DeepLearningExamples' TensorFlow2 WideAndDeep reads NVTabular's
+preprocessed Outbrain as parquet files (pyarrow), which this project does not install.
+This module uses a DLE-like layout of one numpy file per feature and split instead
+(`np.save` .npy files, readable with numpy alone):
+
+    <data_dir>/feature_spec.yaml
+    <data_dir>/<split>/<feature>.npy     (splits: train, valid; DLE's names)
+
+Every .npy of a split is 1-D, one value per sample, in the same sample order:
+- each categorical feature: its ids, int8/int16/int32 (the smallest type whose max
+  exceeds the cardinality) - ids in [0, cardinality);
+- each numerical feature: float32;
+- `display_id`: int64, the page view the ad was shown in (DLE's DISPLAY_ID_COLUMN);
+  the samples of one display are contiguous;
+- `clicked`: int8 0/1, the label (DLE's label column); one click per display.
+
+feature_spec.yaml (after DLE's feature spec): `feature_spec` (per feature: dtype, and
+cardinality for categorical ones), `channel_spec` (categorical / numerical / label /
+display_id feature names, in model order), `source_spec` (per split: chunks of type
+`npy`, one feature and file each, relative to the yaml's folder) and `metadata`.
+Feature names are DLE's NVTabular Outbrain names (see config/models/widedeep.yaml).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+SPLITS = ("train", "valid")
+NPY = "npy"
+LABEL = "clicked"
+DISPLAY_ID = "display_id"
+
+
+def categorical_dtype(cardinality: int) -> np.dtype:
+    for dtype in (np.int8, np.int16, np.int32):
+        if cardinality < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    raise ValueError(f"categorical cardinality {cardinality} is too big for int32")
+
+
+def feature_spec(categorical: dict[str, int], numerical: list[str]) -> dict:
+    """The feature spec of `categorical` ({name: cardinality}) and `numerical` names."""
+    features = {name: {"dtype": str(categorical_dtype(n)), "cardinality": int(n)}
+                for name, n in categorical.items()}
+    features.update({name: {"dtype": "float32"} for name in numerical})
+    features[DISPLAY_ID] = {"dtype": "int64"}
+    features[LABEL] = {"dtype": "int8"}
+    names = [*categorical, *numerical, DISPLAY_ID, LABEL]
+    source = {split: [{"type": NPY, "features": [name], "files": [f"{split}/{name}.npy"]}
+                      for name in names] for split in SPLITS}
+    return {"feature_spec": features, "source_spec": source,
+            "channel_spec": {"categorical": list(categorical), "numerical": list(numerical),
+                             "label": [LABEL], "display_id": [DISPLAY_ID]},
+            "metadata": {"layout": "one .npy per feature and split (DLE uses parquet)"}}
+
+
+def synthesize(rng: np.random.Generator, n: int, cardinalities: list[int],
+               num_numerical: int, first_display: int = 0
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ids int64 [n, C], numerical float32 [n, F], display_id int64 [n], clicked int8
+    [n]): displays of 2 to 6 ads (the last one may be shorter), ids skewed toward low
+    values, numerical features in [0, 1] (CTRs, similarities, log-scaled counts), and
+    exactly one click per display, drawn from a softmax over a fixed random logistic
+    score of the features, so that a model can learn to rank (MAP@12 above chance)."""
+    sizes = []
+    while sum(sizes) < n:
+        sizes.append(int(rng.integers(2, 7)))
+    sizes[-1] -= sum(sizes) - n
+    sizes = [s for s in sizes if s > 0]
+    display = np.repeat(np.arange(first_display, first_display + len(sizes),
+                                  dtype=np.int64), sizes)
+    card = np.asarray(cardinalities, dtype=np.int64)
+    ids = np.minimum(np.floor(card * rng.random((n, len(card))) ** 3).astype(np.int64),
+                     card - 1)
+    numerical = rng.beta(2.0, 5.0, size=(n, num_numerical)).astype(np.float32)
+    w_num = rng.normal(0, 2.0, num_numerical)
+    salt = rng.integers(1, 2 ** 31, len(card))
+    id_effect = (((ids * 2654435761 + salt) % 1000) / 1000.0 - 0.5).sum(axis=1)
+    score = numerical.astype(np.float64) @ w_num + id_effect
+    clicked = np.zeros(n, dtype=np.int8)
+    start = 0
+    for size in sizes:
+        s = score[start:start + size]
+        p = np.exp(2.0 * (s - s.max()))
+        clicked[start + rng.choice(size, p=p / p.sum())] = 1
+        start += size
+    return ids, numerical, display, clicked
+
+
+def generate(out_dir: str | Path, categorical: dict[str, int], numerical: list[str],
+             sizes: dict[str, int], seed: int) -> None:
+    """Write `sizes[split]` synthetic samples per split and the feature spec."""
+    out = Path(out_dir)
+    spec = feature_spec(categorical, numerical)
+    rng = np.random.default_rng(seed)
+    first = 0
+    for split in SPLITS:
+        (out / split).mkdir(parents=True, exist_ok=True)
+        ids, num, display, clicked = synthesize(rng, sizes[split], list(categorical.values()),
+                                                len(numerical), first)
+        first = int(display[-1]) + 1 if len(display) else first
+        for i, name in enumerate(categorical):
+            np.save(out / split / f"{name}.npy",
+                    ids[:, i].astype(spec["feature_spec"][name]["dtype"]))
+        for i, name in enumerate(numerical):
+            np.save(out / split / f"{name}.npy", num[:, i])
+        np.save(out / split / f"{DISPLAY_ID}.npy", display)
+        np.save(out / split / f"{LABEL}.npy", clicked)
+    with open(out / "feature_spec.yaml", "w") as f:
+        yaml.safe_dump(spec, f, sort_keys=False)
+
+
+def read_spec(data_dir: str | Path) -> dict:
+    path = Path(data_dir) / "feature_spec.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"Outbrain dataset '{data_dir}' has no feature_spec.yaml")
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def load(data_dir: str | Path, split: str, max_samples: int | None) -> dict[str, np.ndarray]:
+    """{feature name: 1-D array} of the first `max_samples` samples of a split (all when
+    None), for every feature of the spec (categorical, numerical, label, display_id)."""
+    spec = read_spec(data_dir)
+    sources = spec["source_spec"]
+    if split not in sources:
+        raise ValueError(f"Outbrain dataset '{data_dir}' has no split '{split}'; its "
+                         f"splits: {', '.join(sources)}")
+    arrays, length = {}, None
+    for chunk in sources[split]:
+        if chunk.get("type", NPY) != NPY or len(chunk["features"]) != 1:
+            raise ValueError(f"'{data_dir}': chunk {chunk} is not one feature in an "
+                             f"{NPY} file")
+        path = Path(data_dir) / chunk["files"][0]
+        if not path.is_file():
+            raise FileNotFoundError(f"Outbrain data file '{path}' does not exist")
+        array = np.load(path, mmap_mode="r").reshape(-1)
+        if length is not None and len(array) != length:
+            raise ValueError(f"'{data_dir}' split '{split}': files hold different sample "
+                             f"counts ('{path}': {len(array)}, others {length})")
+        length = len(array)
+        arrays[chunk["features"][0]] = np.array(array[:max_samples])
+    return arrays
