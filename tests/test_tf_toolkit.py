@@ -86,3 +86,27 @@ def test_native_tensorflow_config(tmp_path):
     assert accel.name == "auto_mixed_precision"
     repository.write_config(config, tmp_path / "config.pbtxt")
     assert repository.read_config(tmp_path / "config.pbtxt") == config
+
+
+def test_tf_trt_refuses_a_tensorflow_without_tensorrt(toy, tmp_path):
+    if tf.sysconfig.get_build_info().get("is_tensorrt_build"):
+        pytest.skip("this TensorFlow has TF-TRT")
+    model, _, _ = toy
+    tf_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
+    with pytest.raises(RuntimeError, match="built without TensorRT .TF-TRT.; use the NGC"):
+        ArtifactRunner(tmp_path / "model.savedmodel", "tensorflow-trt", "fp16",
+                       [t["name"] for t in INPUTS])
+
+
+def test_native_tf_trt_config():
+    run = {"key": {"model": "toy", "backend": "tf-trt"}, "precision": "fp16",
+           "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
+           "backend": {"runtime": "tensorflow-trt", "native": "tensorflow"},
+           "server": {"serve_with": "auto"},
+           "model": {"inputs": INPUTS, "outputs": OUTPUTS,
+                     "triton": {"max_batch_size": 64, "instances": 1,
+                                "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
+    config = repository.build_config("toy", run, "tensorflow")
+    assert config.platform == "tensorflow_savedmodel"
+    (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accel.name == "tensorrt" and accel.parameters["precision_mode"] == "FP16"

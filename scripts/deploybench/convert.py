@@ -26,9 +26,10 @@ def convert(run: dict, exported: Path, out: Path) -> None:
             from .tensorrt import build_engine
 
             build_engine(run, exported, tmp)
-        elif precision == "fp32" or runtime in ("onnxruntime-trt", "tensorflow"):
-            # The export is FP32; ONNX Runtime's TensorRT accelerator and TensorFlow's auto
-            # mixed precision apply FP16 themselves when they load it.
+        elif precision == "fp32" or runtime in ("onnxruntime-trt", "tensorflow",
+                                                "tensorflow-trt"):
+            # The export is FP32; ONNX Runtime's and TensorFlow's TensorRT accelerators and
+            # TensorFlow's auto mixed precision apply FP16 themselves when they load it.
             copy_artifact(exported, tmp)
         elif runtime in ("torch", "torch-cudagraph"):
             import torch

@@ -47,6 +47,10 @@ BACKENDS = {
         # FP16: the seeds' "Automatic FP16" accelerator (TF's auto mixed precision).
         Backend("tf-savedmodel", "TensorFlow SavedModel", "tf-savedmodel", "model.savedmodel",
                 "tensorflow", "tensorflow"),
+        # The SavedModel with TensorFlow's TensorRT integration (TF-TRT), at the run's
+        # precision: natively Triton's tensorrt accelerator of the tensorflow backend.
+        Backend("tf-trt", "TensorFlow + TensorRT accelerator (TF-TRT)", "tf-savedmodel",
+                "model.savedmodel", "tensorflow-trt", "tensorflow", needs_gpu=True),
         # The fastest PyTorch path the python backend serves honestly without TensorRT.
         Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
                 "model.pt", "torch-cudagraph", None, needs_gpu=True),

@@ -99,7 +99,6 @@ def build_config(name: str, run: dict, backend: str = "python",
 def _native(config: mc.ModelConfig, run: dict, backend: str) -> None:
     """The native backend's fields: where it finds the artifact, and its accelerator."""
     config.default_model_filename = run["artifact"]
-    precision = run["precision"].upper()
     if backend == "tensorrt":
         config.platform = "tensorrt_plan"
         # CUDA graphs captured by the TensorRT backend per batch size (as in the seeds).
@@ -107,7 +106,9 @@ def _native(config: mc.ModelConfig, run: dict, backend: str) -> None:
         return
     if backend == "tensorflow":
         config.platform = "tensorflow_savedmodel"
-        if run["precision"] == "fp16":  # the seeds' "Automatic FP16"
+        if run["backend"]["runtime"] == "tensorflow-trt":
+            _tensorrt_accelerator(config, run)
+        elif run["precision"] == "fp16":  # the seeds' "Automatic FP16"
             accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
             accel.name = "auto_mixed_precision"
         return
@@ -124,11 +125,17 @@ def _native(config: mc.ModelConfig, run: dict, backend: str) -> None:
             if out.data_type == mc.TYPE_FP32:
                 out.data_type = mc.TYPE_FP16  # a .half() module returns FP16
     if run["backend"]["runtime"] == "onnxruntime-trt":
-        accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
-        accel.name = "tensorrt"
-        accel.parameters["precision_mode"] = precision
-        accel.parameters["max_workspace_size_bytes"] = str(
-            run["model"]["triton"].get("trt_workspace_mb", 1024) << 20)
+        _tensorrt_accelerator(config, run)
+
+
+def _tensorrt_accelerator(config: mc.ModelConfig, run: dict) -> None:
+    """The TensorRT execution accelerator (of onnxruntime or tensorflow) at the run's
+    precision."""
+    accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
+    accel.name = "tensorrt"
+    accel.parameters["precision_mode"] = run["precision"].upper()
+    accel.parameters["max_workspace_size_bytes"] = str(
+        run["model"]["triton"].get("trt_workspace_mb", 1024) << 20)
 
 
 def write_config(config: mc.ModelConfig, path: Path) -> None:

@@ -37,6 +37,7 @@ def save_savedmodel(model, inputs: list[dict], outputs: list[dict], out: Path) -
         return dict(zip(names, ordered(*tensors)))
 
     module.ordered = ordered
+    module.output_names = tf.Variable(names, trainable=False)  # for signature callers
     tf.saved_model.save(module, str(out), signatures={"serving_default": serving_default})
 
 

@@ -3,8 +3,8 @@
 It runs inside Triton's python backend stub, so it imports only the runtime it serves
 (onnxruntime or torch) and numpy, never the deploybench package. What it serves comes
 from the `parameters` of config.pbtxt: `artifact` (file in the version folder),
-`runtime` (onnxruntime | torch | torch-cudagraph | tensorflow) and `precision`
-(fp32 | fp16).
+`runtime` (onnxruntime[-trt] | torch | torch-cudagraph | tensorflow[-trt]) and
+`precision` (fp32 | fp16).
 Requests of one execute() call (dynamic batching) are concatenated and run as one batch.
 `ArtifactRunner` is also what the pipeline uses in-process (conversion check, native
 throughput), so the served and the native numbers run the same code.
@@ -23,7 +23,8 @@ for _path in reversed(os.environ.get("DEPLOYBENCH_STUB_PATH", "").split(os.paths
 
 import numpy as np  # noqa: E402
 
-RUNTIMES = ("onnxruntime", "onnxruntime-trt", "torch", "torch-cudagraph", "tensorflow")
+RUNTIMES = ("onnxruntime", "onnxruntime-trt", "torch", "torch-cudagraph", "tensorflow",
+            "tensorflow-trt")
 
 try:
     import triton_python_backend_utils as pb_utils
@@ -97,6 +98,27 @@ def _tensorflow(threads, device_id, fp16):
     return tf
 
 
+def _tf_trt(tf, artifact, precision, input_names):
+    """The SavedModel converted by TF-TRT at load time (dynamic shapes), as a function of
+    positional inputs returning the outputs in the exported order."""
+    from tensorflow.python.compiler.tensorrt import trt_convert as trt
+
+    if not tf.sysconfig.get_build_info().get("is_tensorrt_build"):
+        raise RuntimeError("this TensorFlow was built without TensorRT (TF-TRT); use the "
+                           "NGC TensorFlow or Triton image for backend 'tf-trt'")
+    names = [n.decode() for n in tf.saved_model.load(str(artifact)).output_names.numpy()]
+    converter = trt.TrtGraphConverterV2(
+        input_saved_model_dir=str(artifact), use_dynamic_shape=True,
+        conversion_params=trt.TrtConversionParams(precision_mode=precision.upper()))
+    function = converter.convert()
+
+    def ordered(*tensors):
+        result = function(**dict(zip(input_names, tensors)))
+        return [result[n] for n in names]
+
+    return ordered
+
+
 class ArtifactRunner:
     """Loads an artifact with its runtime; __call__(list of numpy) -> list of numpy."""
 
@@ -149,6 +171,9 @@ class ArtifactRunner:
             with self.tf.device(self.tf_device):
                 self.loaded = self.tf.saved_model.load(str(artifact))  # owns the variables
             self.model = self.loaded.ordered
+        elif runtime == "tensorflow-trt":
+            self.tf = _tensorflow(threads, device_id, fp16=False)
+            self.model = _tf_trt(self.tf, artifact, precision, self.input_names)
         else:
             raise ValueError(f"unknown runtime '{runtime}'; valid: {', '.join(RUNTIMES)}")
 
@@ -160,7 +185,7 @@ class ArtifactRunner:
                     half = self.session_inputs[name] == "tensor(float16)"
                     feed[name] = array.astype(np.float16) if half else array
             return [_fp32(np.asarray(o)) for o in self.session.run(None, feed)]
-        if self.runtime == "tensorflow":
+        if self.runtime.startswith("tensorflow"):
             with self.tf.device(self.tf_device):
                 result = self.model(*[self.tf.constant(a) for a in arrays])
             return [_fp32(r.numpy()) for r in result]
