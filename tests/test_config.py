@@ -21,8 +21,8 @@ def test_run_resolves_the_device_overrides(settings):
     ("key", "message"),
     [
         (("tft-nope", "cpu", "onnx", "fp32"),
-         "unknown model 'tft-nope'; valid models: bert-tiny, dlrm-tiny, fastpitch-tiny, "
-         "tft-tiny, widedeep-tiny"),
+         "unknown model 'tft-nope'; valid models: bert-tiny, dcnv2-tiny, dlrm-tiny, "
+         "fastpitch-tiny, tft-tiny, widedeep-tiny"),
         (("tft-tiny", "a31", "onnx", "fp32"), "unknown GPU key 'a31'; valid GPU keys: a100, a30"),
         (("tft-tiny", "cpu", "tensorflow", "fp32"), "unknown backend 'tensorflow'; valid backends"),
         (("tft-tiny", "cpu", "onnx", "int4"), "unknown precision 'int4'; valid precisions: fp16"),

@@ -20,6 +20,7 @@ BERT = "results/bert-tiny/cpu/onnx_fp32"
 FASTPITCH = "results/fastpitch-tiny/cpu/ts-trace_fp32"
 DLRM = "results/dlrm-tiny/cpu/tf-savedmodel_fp32"
 WIDEDEEP = "results/widedeep-tiny/cpu/onnx_fp32"
+DCNV2 = "results/dcnv2-tiny/cpu/onnx_fp32"
 BERT_METRICS = {"exact_match", "f1"}
 FASTPITCH_METRICS = {
     "mel_in_range_fraction", "mel_frames_total", "mel_frames_mean", "frames_per_symbol",
@@ -46,7 +47,7 @@ def built(tmp_path_factory):
     tiny config's models_dir holds every tiny model; targets pick the configurations)."""
     pytest.importorskip("tensorflow")  # the tf extra: DLRM is a Keras model
     work = tmp_path_factory.mktemp("models")
-    snakemake(work, *(f"{run}/README.md" for run in (BERT, FASTPITCH, DLRM, WIDEDEEP)))
+    snakemake(work, *(f"{run}/README.md" for run in (BERT, FASTPITCH, DLRM, DCNV2, WIDEDEEP)))
     return work
 
 
@@ -129,6 +130,13 @@ def test_dlrm_tiny_end_to_end_from_a_savedmodel(built):
     assert 0 <= metrics.loc["auc", "triton"] <= 1
     served = built / DLRM / "model_repository/dlrm-tiny/1/model.savedmodel"
     assert (served / "saved_model.pb").is_file()  # a SavedModel folder, as Triton's own
+
+
+def test_dcnv2_tiny_end_to_end_through_tf2onnx(built):
+    accuracy = check_configuration(built, DCNV2, "dcnv2-tiny")
+    metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
+    assert set(metrics.index) == {"auc", "log_loss"}
+    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
 
 
 def test_widedeep_tiny_end_to_end_through_tf2onnx(built):
