@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -138,17 +139,22 @@ def test_generated_data_has_the_documented_layout(data, tmp_path):
     assert spec["channel_spec"]["display_id"] == ["display_id"]
     assert spec["feature_spec"]["ad_id"] == {"dtype": "int8", "cardinality": 50}
     assert spec["feature_spec"]["platform"] == {"dtype": "int8", "cardinality": 4}
+    columns = [f["name"] for f in CATS] + NUMS + ["display_id", "clicked"]
     for split, n in (("train", 40), ("valid", 100)):
-        files = sorted(p.name for p in (data / split).iterdir())
-        assert files == sorted([f"{f['name']}.npy" for f in CATS] + [f"{m}.npy" for m in NUMS]
-                               + ["display_id.npy", "clicked.npy"])
-        assert np.load(data / split / "clicked.npy").shape == (n,)
+        assert sorted(p.name for p in (data / split).iterdir()) == ["part_0.parquet"]
+        table = pd.read_parquet(data / split / "part_0.parquet")
+        assert list(table.columns) == columns and len(table) == n
+        assert table["ad_id"].dtype == np.int8 and table["clicked"].dtype == np.int8
     assert widedeep_data.categorical_dtype(127) == np.int16
     widedeep.generate_dataset(TINY, str(tmp_path / "a"), seed=3, n_train=40, n_valid=100)
     widedeep.generate_dataset(TINY, str(tmp_path / "b"), seed=4, n_train=40, n_valid=100)
-    same = np.load(tmp_path / "a/valid/ad_id_ctr.npy")
-    np.testing.assert_array_equal(same, np.load(data / "valid/ad_id_ctr.npy"))
-    assert not np.array_equal(np.load(tmp_path / "b/valid/ad_id_ctr.npy"), same)
+
+    def ctr(root):
+        return pd.read_parquet(root / "valid/part_0.parquet")["ad_id_ctr"].to_numpy()
+
+    same = ctr(tmp_path / "a")
+    np.testing.assert_array_equal(same, ctr(data))
+    assert not np.array_equal(ctr(tmp_path / "b"), same)
 
 
 def test_load_split_round_trips_what_was_generated(data):
@@ -165,7 +171,7 @@ def test_load_split_round_trips_what_was_generated(data):
     assert label.dtype == np.float32 and disp.dtype == np.int64
     np.testing.assert_array_equal(label[:, 0], clicked)
     # validation display ids follow the training ones; one click per display of 2..6 ads
-    train_disp = np.load(data / "train/display_id.npy")
+    train_disp = pd.read_parquet(data / "train/part_0.parquet")["display_id"].to_numpy()
     assert disp.min() == train_disp.max() + 1
     _, counts = np.unique(disp, return_counts=True)
     assert counts[:-1].min() >= 2 and counts.max() <= 6

@@ -1,25 +1,22 @@
-"""Outbrain click prediction data for the Wide & Deep plug-in.
-
-DEVIATION from DLE: DeepLearningExamples' TensorFlow2 WideAndDeep reads NVTabular's
-preprocessed Outbrain as parquet files (pyarrow), which this project does not install.
-This module uses a DLE-like layout of one numpy file per feature and split instead
-(`np.save` .npy files, readable with numpy alone):
+"""Outbrain click prediction data for the Wide & Deep plug-in, in the layout of
+DeepLearningExamples' TensorFlow2 WideAndDeep: NVTabular's preprocessed Outbrain as
+parquet files described by a feature spec.
 
     <data_dir>/feature_spec.yaml
-    <data_dir>/<split>/<feature>.npy     (splits: train, valid; DLE's names)
+    <data_dir>/<split>/part_<k>.parquet    (splits: train, valid; DLE's names)
 
-Every .npy of a split is 1-D, one value per sample, in the same sample order:
+Each parquet file holds one row per sample and a column per feature, the samples of one
+display contiguous:
 - each categorical feature: its ids, int8/int16/int32 (the smallest type whose max
   exceeds the cardinality) - ids in [0, cardinality);
 - each numerical feature: float32;
 - `display_id`: int64, the page view the ad was shown in (DLE's DISPLAY_ID_COLUMN);
-  the samples of one display are contiguous;
 - `clicked`: int8 0/1, the label (DLE's label column); one click per display.
 
 feature_spec.yaml (after DLE's feature spec): `feature_spec` (per feature: dtype, and
 cardinality for categorical ones), `channel_spec` (categorical / numerical / label /
 display_id feature names, in model order), `source_spec` (per split: chunks of type
-`npy`, one feature and file each, relative to the yaml's folder) and `metadata`.
+`parquet`, with their features and files relative to the yaml's folder) and `metadata`.
 Feature names are DLE's NVTabular Outbrain names (see config/models/widedeep.yaml).
 """
 
@@ -28,10 +25,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import yaml
 
 SPLITS = ("train", "valid")
-NPY = "npy"
+PARQUET = "parquet"
 LABEL = "clicked"
 DISPLAY_ID = "display_id"
 
@@ -51,12 +49,12 @@ def feature_spec(categorical: dict[str, int], numerical: list[str]) -> dict:
     features[DISPLAY_ID] = {"dtype": "int64"}
     features[LABEL] = {"dtype": "int8"}
     names = [*categorical, *numerical, DISPLAY_ID, LABEL]
-    source = {split: [{"type": NPY, "features": [name], "files": [f"{split}/{name}.npy"]}
-                      for name in names] for split in SPLITS}
+    source = {split: [{"type": PARQUET, "features": names,
+                       "files": [f"{split}/part_0.parquet"]}] for split in SPLITS}
     return {"feature_spec": features, "source_spec": source,
             "channel_spec": {"categorical": list(categorical), "numerical": list(numerical),
                              "label": [LABEL], "display_id": [DISPLAY_ID]},
-            "metadata": {"layout": "one .npy per feature and split (DLE uses parquet)"}}
+            "metadata": {"generated_by": "deploybench"}}
 
 
 def synthesize(rng: np.random.Generator, n: int, cardinalities: list[int],
@@ -104,13 +102,11 @@ def generate(out_dir: str | Path, categorical: dict[str, int], numerical: list[s
         ids, num, display, clicked = synthesize(rng, sizes[split], list(categorical.values()),
                                                 len(numerical), first)
         first = int(display[-1]) + 1 if len(display) else first
-        for i, name in enumerate(categorical):
-            np.save(out / split / f"{name}.npy",
-                    ids[:, i].astype(spec["feature_spec"][name]["dtype"]))
-        for i, name in enumerate(numerical):
-            np.save(out / split / f"{name}.npy", num[:, i])
-        np.save(out / split / f"{DISPLAY_ID}.npy", display)
-        np.save(out / split / f"{LABEL}.npy", clicked)
+        columns = {name: ids[:, i].astype(spec["feature_spec"][name]["dtype"])
+                   for i, name in enumerate(categorical)}
+        columns |= {name: num[:, i] for i, name in enumerate(numerical)}
+        columns |= {DISPLAY_ID: display, LABEL: clicked}
+        pd.DataFrame(columns).to_parquet(out / split / "part_0.parquet", index=False)
     with open(out / "feature_spec.yaml", "w") as f:
         yaml.safe_dump(spec, f, sort_keys=False)
 
@@ -131,18 +127,20 @@ def load(data_dir: str | Path, split: str, max_samples: int | None) -> dict[str,
     if split not in sources:
         raise ValueError(f"Outbrain dataset '{data_dir}' has no split '{split}'; its "
                          f"splits: {', '.join(sources)}")
-    arrays, length = {}, None
+    frames = []
     for chunk in sources[split]:
-        if chunk.get("type", NPY) != NPY or len(chunk["features"]) != 1:
-            raise ValueError(f"'{data_dir}': chunk {chunk} is not one feature in an "
-                             f"{NPY} file")
-        path = Path(data_dir) / chunk["files"][0]
-        if not path.is_file():
-            raise FileNotFoundError(f"Outbrain data file '{path}' does not exist")
-        array = np.load(path, mmap_mode="r").reshape(-1)
-        if length is not None and len(array) != length:
-            raise ValueError(f"'{data_dir}' split '{split}': files hold different sample "
-                             f"counts ('{path}': {len(array)}, others {length})")
-        length = len(array)
-        arrays[chunk["features"][0]] = np.array(array[:max_samples])
-    return arrays
+        if chunk.get("type") != PARQUET:
+            raise ValueError(f"'{data_dir}': chunk {chunk} is not of type {PARQUET}")
+        parts = []
+        for file in chunk["files"]:
+            path = Path(data_dir) / file
+            if not path.is_file():
+                raise FileNotFoundError(f"Outbrain data file '{path}' does not exist")
+            parts.append(pd.read_parquet(path, columns=chunk["features"]))
+        frames.append(pd.concat(parts, ignore_index=True))
+    lengths = {len(f) for f in frames}
+    if len(lengths) > 1:
+        raise ValueError(f"'{data_dir}' split '{split}': chunks hold different sample "
+                         f"counts ({sorted(lengths)})")
+    table = pd.concat(frames, axis=1).iloc[:max_samples]
+    return {name: table[name].to_numpy() for name in table.columns}
