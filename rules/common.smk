@@ -16,7 +16,7 @@ wildcard_constraints:
     gpu=r"[a-z0-9][a-z0-9-]*",
     backend=r"[a-z0-9][a-z0-9-]*",
     precision=r"[a-z0-9]+",
-    export_format=r"onnx|ts-trace|ts-script",
+    export_format=r"onnx|ts-trace|ts-script|dense-onnx",
     exported=r"model\.(pt|onnx)",
     converted=r"model\.(pt|onnx|plan)",
 
@@ -60,6 +60,16 @@ def export_spec(w):
     return json.dumps(SETTINGS.export_settings(w.model), sort_keys=True)
 
 
+def split_export_spec(w):
+    return json.dumps(SETTINGS.split_export_settings(w.model), sort_keys=True)
+
+
+def any_export_spec(w, output):
+    """The export's settings; a dense part's export also reads the ensemble's tensors."""
+    dense = Path(output[0]).parent.name.startswith("dense-")
+    return split_export_spec(w) if dense else export_spec(w)
+
+
 def run_path(w, name):
     return f"results/{w.model}/{w.gpu}/{w.backend}_{w.precision}/{name}"
 
@@ -73,6 +83,12 @@ def data_dir(w):
 def exported_path(w):
     fmt = BACKENDS[run_of(w)["backend"]["key"]].export
     return f"results/{w.model}/export/{fmt}/{EXPORT_ARTIFACTS[fmt]}"
+
+
+def sparse_export(w):
+    """The sparse part of a recommender (tables and their frequency ranking), exported
+    once per model for its ensemble configurations (hps-* backends)."""
+    return f"results/{w.model}/export/sparse"
 
 
 def converted_path(w):

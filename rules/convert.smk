@@ -30,6 +30,28 @@ use rule convert as convert_savedmodel with:
         cfg("benchmarks/convert_model.savedmodel.tsv")
 
 
+# A sparse/dense ensemble (hps-*): the dense part converted beside the sparse storage.
+rule convert_ensemble:
+    input:
+        dense=exported_path,
+        sparse=sparse_export,
+    output:
+        directory(cfg("converted/model.ensemble")),
+    params:
+        spec=spec("convert"),
+    resources:
+        **cluster_resources("convert"),
+    conda:
+        "../envs/deploybench.yaml"
+    log:
+        cfg("logs/convert_model.ensemble.log"),
+    benchmark:
+        cfg("benchmarks/convert_model.ensemble.tsv")
+    shell:
+        "python -m deploybench convert --spec {params.spec:q} --exported {input.dense}"
+        " --sparse {input.sparse} --out {output} > {log} 2>&1"
+
+
 rule conversion_check:
     input:
         converted=converted_path,

@@ -84,7 +84,7 @@ rule export:
     output:
         "results/{model}/export/{export_format}/{exported}",
     params:
-        spec=export_spec,
+        spec=any_export_spec,
         format=lambda w, output: Path(output[0]).parent.name,
     resources:
         **cluster_resources("export"),
@@ -107,3 +107,35 @@ use rule export as export_savedmodel with:
         "results/{model}/export/tf-savedmodel/logs/model.savedmodel.log",
     benchmark:
         "results/{model}/export/tf-savedmodel/benchmarks/model.savedmodel.tsv"
+
+
+use rule export_savedmodel as export_dense_savedmodel with:
+    output:
+        directory("results/{model}/export/dense-savedmodel/model.savedmodel"),
+    log:
+        "results/{model}/export/dense-savedmodel/logs/model.savedmodel.log",
+    benchmark:
+        "results/{model}/export/dense-savedmodel/benchmarks/model.savedmodel.tsv"
+
+
+# A recommender's embedding tables, stacked, with each table's rows ranked by their
+# frequency in the training split: the sparse model's storage (deploybench/ensemble.py).
+rule sparse_export:
+    input:
+        weights=src("weights.pt"),
+        data=data_dir,
+    output:
+        directory("results/{model}/export/sparse"),
+    params:
+        spec=split_export_spec,
+    resources:
+        **cluster_resources("export"),
+    conda:
+        "../envs/deploybench.yaml"
+    log:
+        "results/{model}/export/logs/sparse.log",
+    benchmark:
+        "results/{model}/export/benchmarks/sparse.tsv"
+    shell:
+        "python -m deploybench sparse --spec {params.spec:q} --weights {input.weights}"
+        " --data {input.data} --out {output} > {log} 2>&1"

@@ -21,6 +21,7 @@ FASTPITCH = "results/fastpitch-tiny/cpu/ts-trace_fp32"
 DLRM = "results/dlrm-tiny/cpu/tf-savedmodel_fp32"
 WIDEDEEP = "results/widedeep-tiny/cpu/onnx_fp32"
 DCNV2 = "results/dcnv2-tiny/cpu/onnx_fp32"
+DLRM_ENSEMBLE = "results/dlrm-tiny/cpu/hps-onnx_fp32"
 BERT_METRICS = {"exact_match", "f1"}
 FASTPITCH_METRICS = {
     "mel_in_range_fraction", "mel_frames_total", "mel_frames_mean", "frames_per_symbol",
@@ -47,7 +48,8 @@ def built(tmp_path_factory):
     tiny config's models_dir holds every tiny model; targets pick the configurations)."""
     pytest.importorskip("tensorflow")  # the tf extra: DLRM is a Keras model
     work = tmp_path_factory.mktemp("models")
-    snakemake(work, *(f"{run}/README.md" for run in (BERT, FASTPITCH, DLRM, DCNV2, WIDEDEEP)))
+    snakemake(work, *(f"{run}/README.md"
+                      for run in (BERT, FASTPITCH, DLRM, DCNV2, WIDEDEEP, DLRM_ENSEMBLE)))
     return work
 
 
@@ -137,6 +139,38 @@ def test_dcnv2_tiny_end_to_end_through_tf2onnx(built):
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert set(metrics.index) == {"auc", "log_loss"}
     assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
+
+
+def test_dlrm_tiny_ensemble_end_to_end(built):
+    """Seed 003's shape: sparse model (hierarchical embeddings) -> dense ONNX model, one
+    Triton ensemble, with the device cache's hit rate in every report."""
+    accuracy = check_configuration(built, DLRM_ENSEMBLE, "dlrm-tiny")
+    metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
+    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
+    # the same AUC as the single model: the ensemble serves the same function
+    single = pd.read_csv(built / DLRM / "accuracy.csv").set_index("name")
+    assert abs(metrics.loc["auc", "triton"] - single.loc["auc", "triton"]) < 1e-6
+
+    run = built / DLRM_ENSEMBLE
+    report = json.loads((run / "accuracy.json").read_text())
+    cache = report["embedding_cache"]
+    assert cache["lookups"] == 26 * report["samples"]  # one lookup per table and sample
+    assert 0 < cache["hit_rate"] < 1 and len(cache["per_table_hit_rate"]) == 26
+    parts = report["provenance"]["runtime"]["ensemble_parts"]
+    assert parts == {"dlrm-tiny-sparse": "python", "dlrm-tiny-dense": "python"}
+    for scenario in ("offline", "online"):
+        cache = json.loads((run / f"{scenario}.json").read_text())["embedding_cache"]
+        assert cache["lookups"] > 0 and 0 < cache["hit_rate"] < 1
+    assert "## Embedding cache (sparse model)" in (run / "README.md").read_text()
+
+    # the dense model has no embedding tables: it takes the looked-up vectors
+    import onnx
+
+    dense = onnx.load(str(run / "converted/model.ensemble/dense/model.onnx"))
+    assert [i.name for i in dense.graph.input] == ["numerical_features", "LOOKUP_VECTORS"]
+    single_onnx = built / "results/dlrm-tiny/export/onnx/model.onnx"
+    if single_onnx.exists():
+        assert dense.ByteSize() < onnx.load(str(single_onnx)).ByteSize()
 
 
 def test_widedeep_tiny_end_to_end_through_tf2onnx(built):

@@ -1,8 +1,8 @@
 """Command line of the pipeline steps: `python -m deploybench <step> --spec JSON ...`.
 
-Snakemake rules call these; `--spec` is the resolved settings of the step (from
-`config.Settings`), passed by the rule's `params:` so that a change to any of them
-re-runs exactly the jobs that depend on it.
+Snakemake rules call these (an argument marked `?` is optional); `--spec` is the
+resolved settings of the step (from `config.Settings`), passed by the rule's `params:` so
+that a change to any of them re-runs exactly the jobs that depend on it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ STEPS: dict[str, list[str]] = {
     "eval": ["weights", "data", "out"],
     "perf-data": ["eval", "out"],
     "export": ["format", "weights", "eval", "out"],
-    "convert": ["exported", "out"],
+    "convert": ["exported", "out", "sparse?"],
+    "sparse": ["weights", "data", "out"],
     "check": ["converted", "eval", "out"],
     "repository": ["artifact", "check", "out"],
     "native": ["converted", "eval", "out"],
@@ -35,7 +36,8 @@ STEPS: dict[str, list[str]] = {
 
 def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
     # Imports per step keep each job's start-up light (plots need no torch, and so on).
-    p = {k: Path(v) for k, v in vars(a).items() if k in STEPS[step] and isinstance(v, str)}
+    names = [n.rstrip("?") for n in STEPS[step]]
+    p = {k: Path(v) for k, v in vars(a).items() if k in names and isinstance(v, str)}
     if step == "weights":
         from .source import make_weights
 
@@ -59,7 +61,11 @@ def _run(step: str, spec: dict, a: argparse.Namespace) -> None:
     elif step == "convert":
         from .convert import convert
 
-        convert(spec, p["exported"], p["out"])
+        convert(spec, p["exported"], p["out"], p.get("sparse"))
+    elif step == "sparse":
+        from .ensemble import export_sparse
+
+        export_sparse(spec, p["weights"], p["data"], p["out"])
     elif step == "check":
         from .check import run_check
 
@@ -117,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         sp = sub.add_parser(step)
         sp.add_argument("--spec", required=True, help="resolved settings of the step (JSON)")
         for arg in args:
-            flag = "--" + arg.replace("_", "-")
-            if arg == "configs":
+            flag = "--" + arg.rstrip("?").replace("_", "-")
+            if arg.endswith("?"):  # optional
+                sp.add_argument(flag, default=None)
+            elif arg == "configs":
                 sp.add_argument(flag, nargs="*", default=[])
             else:
                 sp.add_argument(flag, required=True)

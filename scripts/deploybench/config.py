@@ -113,6 +113,9 @@ class Settings:
         _choice("backend", backend, BACKENDS)
         _choice("precision", precision, PRECISIONS)
         supported = self.models[model]["backends"]
+        if BACKENDS[backend].dense and not self.models[model].get("ensemble"):
+            raise ConfigError(f"backend '{backend}' deploys a sparse/dense ensemble; model "
+                              f"'{model}' has no `ensemble` section in its config")
         if backend not in supported:
             raise ConfigError(
                 f"backend '{backend}' is not configured for model '{model}'; "
@@ -149,6 +152,13 @@ class Settings:
         _choice("model", model, self.models)
         raw = self.models[model]
         return {k: raw[k] for k in ("plugin", "hparams", "weights", "data", "inputs", "outputs")}
+
+    def split_export_settings(self, model: str) -> dict:
+        """What the sparse and dense exports of an ensemble depend on: the export's
+        settings and the ensemble's tensors (not the cache, a load-time setting)."""
+        ensemble = self.models[model].get("ensemble") or {}
+        return {**self.export_settings(model),
+                "ensemble": {k: v for k, v in ensemble.items() if k != "cache_fraction"}}
 
     def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
         self.check_key(model, gpu, backend, precision)
@@ -209,10 +219,10 @@ _COMMON = ("key", "gpu", "backend", "precision", "artifact", "allow_gpu_mismatch
 _SERVE = (*_COMMON, "server")
 STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # step: (run fields, model fields)
-    "convert": (_COMMON, ("inputs", "outputs", "triton")),
-    "check": (_COMMON, ("inputs", "outputs", "conversion", "triton")),
-    "native": (_COMMON, ("inputs", "outputs", "triton", "offline")),
-    "repository": (_SERVE, ("inputs", "outputs", "triton")),  # the server's backends
+    "convert": (_COMMON, ("inputs", "outputs", "triton", "ensemble")),
+    "check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble")),
+    "native": (_COMMON, ("inputs", "outputs", "triton", "offline", "ensemble")),
+    "repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble")),  # server's backends
     "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),
@@ -225,5 +235,5 @@ def step_spec(run: dict, step: str) -> dict:
         return run
     run_fields, model_fields = STEP_FIELDS[step]
     spec = {k: run[k] for k in run_fields}
-    spec["model"] = {k: run["model"][k] for k in model_fields}
+    spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}
     return spec

@@ -6,6 +6,8 @@ import shutil
 import subprocess
 from functools import lru_cache
 
+from .formats import BACKENDS
+
 
 class DeviceMismatch(RuntimeError):
     """The GPU key of a target does not match this machine."""
@@ -19,7 +21,9 @@ def runs_on_device(run: dict, step: str) -> bool:
     """Whether `step` of a run needs the run's device: the steps above, and a conversion
     that builds a TensorRT engine or casts to FP16 (on the device)."""
     if step == "convert":
-        return run["backend"]["runtime"] == "tensorrt" or run["precision"] != "fp32"
+        dense = run["backend"].get("dense")  # an ensemble converts its dense part
+        runtime = BACKENDS[dense].runtime if dense else run["backend"]["runtime"]
+        return runtime == "tensorrt" or run["precision"] != "fp32"
     return step in DEVICE_STEPS
 
 

@@ -10,7 +10,8 @@ import torch
 from . import atomic, source
 
 ONNX_OPSET = 17
-FORMATS = {"torch": ("ts-trace", "ts-script", "onnx"), "tensorflow": ("tf-savedmodel", "onnx")}
+FORMATS = {"torch": ("ts-trace", "ts-script", "onnx"),
+           "tensorflow": ("tf-savedmodel", "onnx", "dense-savedmodel", "dense-onnx")}
 
 
 def export(settings: dict, fmt: str, weights: Path, eval_npz: Path, out: Path) -> None:
@@ -42,9 +43,15 @@ def export(settings: dict, fmt: str, weights: Path, eval_npz: Path, out: Path) -
 def _export_tf(settings: dict, model, fmt: str, out: Path) -> None:
     from . import tf_export
 
+    inputs = settings["inputs"]
+    if fmt.startswith("dense-"):  # the ensemble's dense part: the lookups come in
+        from . import ensemble
+
+        tables, model = ensemble.split_model(settings, model)
+        meta = {"table_sizes": [len(t) for t in tables], "embedding_dim": tables[0].shape[1]}
+        inputs = ensemble.dense_inputs(settings, meta)
     with atomic.output(out) as tmp:
-        if fmt == "tf-savedmodel":
-            tf_export.save_savedmodel(model, settings["inputs"], settings["outputs"], tmp)
+        if fmt.endswith("savedmodel"):
+            tf_export.save_savedmodel(model, inputs, settings["outputs"], tmp)
         else:
-            tf_export.save_onnx(model, settings["inputs"], settings["outputs"], tmp,
-                                ONNX_OPSET)
+            tf_export.save_onnx(model, inputs, settings["outputs"], tmp, ONNX_OPSET)

@@ -11,7 +11,11 @@ from dataclasses import asdict, dataclass
 
 # Exported formats: model source -> file, always FP32 (the seeds' export precision).
 EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
-                    "tf-savedmodel": "model.savedmodel"}  # a SavedModel is a folder
+                    "tf-savedmodel": "model.savedmodel",  # a SavedModel is a folder
+                    # the dense part of a recommender alone (embedding tables left out)
+                    "dense-onnx": "model.onnx", "dense-savedmodel": "model.savedmodel"}
+# A sparse/dense ensemble's converted model: a folder of dense/<artifact> and sparse/.
+ENSEMBLE_ARTIFACT = "model.ensemble"
 
 PRECISIONS = ("fp32", "fp16")
 
@@ -25,9 +29,15 @@ class Backend:
     runtime: str        # what serves it in the python backend
     native: str | None  # the Triton backend that serves it natively (None: python only)
     needs_gpu: bool = False
+    dense: str | None = None  # an ensemble: the backend key that serves its dense part
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields a run records (`dense` only for an ensemble, so that the settings
+        of every other configuration, and what Snakemake compares, stay as they were)."""
+        fields = asdict(self)
+        if fields["dense"] is None:
+            del fields["dense"]
+        return fields
 
 
 BACKENDS = {
@@ -54,5 +64,16 @@ BACKENDS = {
         # The fastest PyTorch path the python backend serves honestly without TensorRT.
         Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
                 "model.pt", "torch-cudagraph", None, needs_gpu=True),
+        # Recommender ensembles (seed 003's Merlin HPS + dense deployment): a sparse model
+        # (hierarchical embedding storage, deploybench.ensemble) feeding the dense part
+        # served as the backend key `dense` serves a model.
+        Backend("hps-onnx", "Ensemble: hierarchical embeddings + ONNX Runtime", "dense-onnx",
+                ENSEMBLE_ARTIFACT, "ensemble", "ensemble", dense="onnx"),
+        Backend("hps-trt", "Ensemble: hierarchical embeddings + NVIDIA TensorRT",
+                "dense-onnx", ENSEMBLE_ARTIFACT, "ensemble", "ensemble", needs_gpu=True,
+                dense="trt"),
+        Backend("hps-tf-savedmodel", "Ensemble: hierarchical embeddings + TensorFlow",
+                "dense-savedmodel", ENSEMBLE_ARTIFACT, "ensemble", "ensemble",
+                dense="tf-savedmodel"),
     )
 }

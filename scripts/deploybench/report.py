@@ -38,6 +38,34 @@ def _params_table(rows: list[tuple[str, object]]) -> str:
                       *[f"| {k} | {v} |" for k, v in rows]])
 
 
+def _served_by(prov: dict) -> str:
+    runtime = prov.get("runtime", {})
+    parts = runtime.get("ensemble_parts")
+    if parts:
+        return "ensemble of " + ", ".join(f"{m} ({b})" for m, b in parts.items())
+    return f"{runtime.get('served_by', 'python')} backend"
+
+
+def _cache_section(run: dict, offline: dict, online: dict) -> str:
+    """The sparse model's device-cache counters of an ensemble (empty otherwise)."""
+    rows = [{"scenario": name, **{k: report["embedding_cache"][k]
+                                  for k in ("lookups", "cache_hits", "hit_rate")}}
+            for name, report in (("offline", offline), ("online", online))
+            if report.get("embedding_cache")]
+    if not rows:
+        return ""
+    fraction = run["model"]["ensemble"]["cache_fraction"]
+    return f"""## Embedding cache (sparse model)
+
+Lookups of every table over the server's session (warm-up included), the share served from
+the device cache: each table's most frequent rows in the training split, {fraction:g} of its
+rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
+
+{markdown_table(pd.DataFrame(rows))}
+
+"""
+
+
 def configuration_readme(run: dict, files: dict[str, Path], out: Path) -> None:
     """`files`: check, accuracy, offline, online (CSVs), offline_json, online_json, and the
     plots offline_throughput, offline_latency, online_latency (relative links are used)."""
@@ -65,8 +93,7 @@ def configuration_readme(run: dict, files: dict[str, Path], out: Path) -> None:
          f"{model['offline']['measurement_request_count']} / "
          f"{model['online']['measurement_request_count']}"),
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
-                          f"({run['server']['kind']}, "
-                          f"{prov.get('runtime', {}).get('served_by', 'python')} backend)"),
+                          f"({run['server']['kind']}, {_served_by(prov)})"),
         ("perf_analyzer", prov.get("perf_analyzer")),
         ("perf_analyzer stability", f"{run['perf']['stability_percentage']} %, "
                                     f"{run['perf']['max_trials']} trials, "
@@ -109,7 +136,7 @@ device (`native.csv`), against the offline scenario through Triton.
 
 {markdown_table(served_vs_native(files["offline"], files["native"]))}
 
-## Online scenario
+{_cache_section(run, offline_report, online_report)}## Online scenario
 
 Dynamic batching (preferred batch sizes {model["triton"]["preferred_batch_sizes"]}, max queue
 delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]["batch_size"]}.

@@ -24,9 +24,23 @@ PYTHON_MODEL = Path(__file__).with_name("triton_python_model.py")
 VERSION = "1"
 
 
-def _tensor(cls, spec: dict):
+def tensor(cls, spec: dict):
+    """A ModelInput/ModelOutput of a config tensor spec (name, dtype, dims)."""
     return cls(name=spec["name"], data_type=mc.DataType.Value(f"TYPE_{spec['dtype']}"),
                dims=spec["dims"])
+
+
+def instance_groups(run: dict) -> list:
+    """`triton.instances` instances on the run's device kind."""
+    kind = (mc.ModelInstanceGroup.KIND_GPU if run["gpu"]["kind"] == "gpu"
+            else mc.ModelInstanceGroup.KIND_CPU)
+    return [mc.ModelInstanceGroup(count=run["model"]["triton"]["instances"], kind=kind)]
+
+
+def dynamic_batching(run: dict) -> mc.ModelDynamicBatching:
+    triton = run["model"]["triton"]
+    return mc.ModelDynamicBatching(preferred_batch_size=triton["preferred_batch_sizes"],
+                                   max_queue_delay_microseconds=triton["max_queue_delay_us"])
 
 
 def served_by(run: dict, available: list[str]) -> str:
@@ -66,24 +80,15 @@ def build_config(name: str, run: dict, backend: str = "python",
                  artifact: Path | None = None) -> mc.ModelConfig:
     """The config of one run (model × gpu × backend × precision) served by `backend`
     (python or the run's native Triton backend); `artifact` narrows ONNX inputs."""
-    model, triton = run["model"], run["model"]["triton"]
-    on_gpu = run["gpu"]["kind"] == "gpu"
+    model = run["model"]
     inputs = model["inputs"] if backend == "python" else _native_inputs(run, artifact)
     config = mc.ModelConfig(
         name=name,
-        max_batch_size=triton["max_batch_size"],
-        input=[_tensor(mc.ModelInput, t) for t in inputs],
-        output=[_tensor(mc.ModelOutput, t) for t in model["outputs"]],
-        instance_group=[
-            mc.ModelInstanceGroup(
-                count=triton["instances"],
-                kind=mc.ModelInstanceGroup.KIND_GPU if on_gpu else mc.ModelInstanceGroup.KIND_CPU,
-            )
-        ],
-        dynamic_batching=mc.ModelDynamicBatching(
-            preferred_batch_size=triton["preferred_batch_sizes"],
-            max_queue_delay_microseconds=triton["max_queue_delay_us"],
-        ),
+        max_batch_size=model["triton"]["max_batch_size"],
+        input=[tensor(mc.ModelInput, t) for t in inputs],
+        output=[tensor(mc.ModelOutput, t) for t in model["outputs"]],
+        instance_group=instance_groups(run),
+        dynamic_batching=dynamic_batching(run),
     )
     if backend == "python":
         config.backend = "python"
@@ -173,7 +178,11 @@ def load_override(config: mc.ModelConfig, static_batching: bool = False,
 def create(run: dict, artifact: Path, out_config: Path, available: list[str]) -> str:
     """Write `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<artifact>` (plus model.py
     for the python backend), for the server whose backends are `available`; returns the
-    Triton backend that serves it."""
+    Triton backend that serves it. An ensemble (hps-*) writes its parts beside it."""
+    if run["backend"].get("dense"):
+        from .ensemble import create_repository
+
+        return create_repository(run, artifact, out_config, available)
     backend = served_by(run, available)
     model_dir = out_config.parent
     version_dir = model_dir / VERSION

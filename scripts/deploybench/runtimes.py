@@ -26,6 +26,10 @@ def device_id(gpu: dict) -> int | None:
 def load(artifact: Path, run: dict) -> Callable:
     """A function list[np.ndarray] (in the order of the model's inputs) -> FP32 outputs."""
     runtime = run["backend"]["runtime"]
+    if run["backend"].get("dense"):  # a sparse/dense ensemble: both parts in-process
+        from .ensemble import EnsembleRunner
+
+        return EnsembleRunner(artifact, run)
     if runtime == "tensorrt":
         from .tensorrt import EngineRunner
 

@@ -88,8 +88,20 @@ class TritonServer:
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.ports['grpc']}"
 
+    def metrics(self) -> str:
+        """The server's Prometheus metrics (text), including models' custom ones."""
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.ports['metrics']}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
     def _command(self) -> list[str]:
+        # A Merlin HPS sparse model reads its parameter-server config (deploybench.ensemble)
+        hps = sorted(self.repository.glob("*/sparse.json"))
+        extra = [f"--backend-config=hps,ps={hps[0]}"] if hps else []
         return self.runtime.server_command(
+            *extra,
             f"--model-repository={self.repository}",
             f"--backend-directory={self.runtime.backend_dir}",
             "--model-control-mode=explicit",

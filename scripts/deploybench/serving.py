@@ -18,7 +18,17 @@ import pandas as pd
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from . import atomic, device, perf, plugins, provenance, repository, source, triton_runtime
+from . import (
+    atomic,
+    device,
+    ensemble,
+    perf,
+    plugins,
+    provenance,
+    repository,
+    source,
+    triton_runtime,
+)
 from .server import TritonServer
 from .tensors import batched, numpy_dtype
 
@@ -52,16 +62,37 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
     runtime = runtime_for(run)
     cfg = run["server"]
     name = run["key"]["model"]
-    with TritonServer(runtime, Path(config_pbtxt).parent.parent, server_log, cfg["ports"],
+    repo = Path(config_pbtxt).parent.parent
+    with TritonServer(runtime, repo, server_log, cfg["ports"],
                       cfg["start_timeout_s"], cfg["load_timeout_s"]) as server:
         # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
         on_cpu = checked["mismatch_allowed"] and not checked["devices"]
-        server.load(name, repository.load_override(repository.read_config(config_pbtxt),
-                                                   static_batching, on_cpu))
-        meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
+        parts = ensemble.served_parts(config_pbtxt)
+        if parts and on_cpu:
+            raise ValueError("an ensemble's parts load with their written configs: they "
+                             "cannot be moved onto the CPU of a node standing in for a GPU")
+        # Loading an ensemble (re)loads its parts from their written configs, so the
+        # offline scenario's static batching applies to the ensemble alone (recorded).
         config = repository.read_config(config_pbtxt)
+        server.load(name, repository.load_override(config, static_batching, on_cpu))
+        served_by = {part: _served_by(repo / part / "config.pbtxt") for part in parts}
+        meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
         described = {**runtime.describe(), "served_by": config.backend or config.platform}
+        if served_by:
+            described["ensemble_parts"] = served_by
         yield server, provenance.collect(run, meta, checked, described)
+
+
+def _served_by(config_pbtxt: Path) -> str:
+    config = repository.read_config(config_pbtxt)
+    return config.backend or config.platform
+
+
+def cache_report(server: TritonServer) -> dict:
+    """The sparse model's lookup and cache-hit counters over the server's session (an
+    ensemble's), as a report entry; empty for a model without them."""
+    counters = ensemble.cache_counters(server.metrics())
+    return {"embedding_cache": counters} if counters else {}
 
 
 def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
@@ -93,6 +124,7 @@ def accuracy(run: dict, config_pbtxt: Path, eval_npz: Path, out_csv: Path, out_j
     with served(run, config_pbtxt, server_log) as (server, prov):
         outputs = infer_all(server.grpc_url, run, inputs, model["accuracy"]["batch_size"],
                             repository.served_inputs(config_pbtxt))
+        cache = cache_report(server)
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)
     native = plugin.evaluate(model["hparams"], reference, targets)
@@ -112,7 +144,8 @@ def accuracy(run: dict, config_pbtxt: Path, eval_npz: Path, out_csv: Path, out_j
                          "triton": float(same.mean()), "native": 1.0, "limit": None,
                          "passed": None})
     table = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
-    report = {"samples": len(inputs[0]), "split": model["data"]["split"], "provenance": prov}
+    report = {"samples": len(inputs[0]), "split": model["data"]["split"], **cache,
+              "provenance": prov}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))
@@ -146,14 +179,17 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
         for batch, concurrency in perf.sweep(run, scenario):
             rows.append(perf.measure(run, scenario, server, batch, concurrency, data_json,
                                      work, log))
+        cache = cache_report(server)
     table = perf.table(rows)
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**run["perf"], **run["model"][scenario],
+                                   **_parts_batching(config_pbtxt, scenario),
                                    "protocol": "grpc" if scenario == "offline" else "http",
                                    "shared_memory": "system" if scenario == "offline" else "none",
                                    "batching": "static" if scenario == "offline" else "dynamic"},
         "triton": run["model"]["triton"],
+        **cache,
         "provenance": prov,
     }
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
@@ -164,6 +200,15 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
         f.unlink()
     work.rmdir()
     return table
+
+
+def _parts_batching(config_pbtxt: Path, scenario: str) -> dict:
+    """How an ensemble's parts batch in the offline scenario: Triton loads them with the
+    dynamic batchers of their written configs (a single request in flight still forms
+    batches of one request)."""
+    if scenario != "offline" or not ensemble.served_parts(config_pbtxt):
+        return {}
+    return {"ensemble_parts_batching": "dynamic (their written configs)"}
 
 
 def _served_data(data_json: Path, names: list[str], work: Path) -> Path:

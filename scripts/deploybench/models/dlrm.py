@@ -9,7 +9,8 @@ picks "dlrm" (dot interaction) or "dcnv2" (low-rank cross network); the network 
 Model interface (the config's inputs and outputs, in this order):
   inputs:  numerical_features FP32 [13], categorical_features INT64 [26]
   outputs: the click probability FP32 [1] (sigmoid of the logit)
-`build_model` returns a built Keras model called as `model([numerical, categorical])`.
+`build_model` returns a built Keras model called as `model([numerical, categorical])`;
+`split` gives its embedding tables and dense part for the sparse/dense ensemble.
 """
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ def build_model(hparams: dict, checkpoint: str | None, seed: int):
     model([np.zeros((1, n_num), np.float32), np.zeros((1, n_cat), np.int64)])  # build
     load_keras_weights(model, checkpoint, f"DLRM ({hparams.get('architecture', 'dlrm')})")
     return model
+
+
+def split(model) -> tuple[list[np.ndarray], object]:
+    """The model as its ensemble deploys it (seed 003): the embedding tables (float32
+    [rows, dim] each, in feature order) and the dense part as a Keras model called as
+    `dense([numerical [B, 13], lookup vectors [B, T * dim]])` -> the click probability."""
+    from .dlrm_net import DenseModel
+
+    tables = [np.asarray(t.numpy(), dtype=np.float32) for t in model.sparse.tables]
+    return tables, DenseModel(model.dense_part)
 
 
 def _sizes(hparams: dict) -> list[int]:

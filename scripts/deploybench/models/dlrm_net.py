@@ -203,6 +203,21 @@ class RecommenderModel(keras.Model):
         return self.dense_part(numerical, self.sparse(categorical))
 
 
+class DenseModel(keras.Model):
+    """The dense part alone, as the ensemble's dense model serves it: called with
+    [numerical_features [B, 13], lookup vectors [B, T * dim]], returns the click
+    probability [B, 1] float32 (the same layers, so the same weights, as the whole model)."""
+
+    def __init__(self, dense: _DenseBase, **kwargs):
+        kwargs.setdefault("name", f"{dense.name}_model")
+        super().__init__(**kwargs)
+        self.dense_part = dense
+
+    def call(self, inputs, training=None):
+        numerical, lookups = inputs
+        return ops.cast(ops.sigmoid(self.dense_part(numerical, lookups)), "float32")
+
+
 def table_sizes(hparams: dict) -> list[int]:
     """Rows per embedding table: `table_sizes` if given, else each of `cardinalities`
     capped at `max_table_size` (null: the full cardinality)."""

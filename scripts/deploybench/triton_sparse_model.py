@@ -1,0 +1,154 @@
+"""Triton python-backend model: the sparse part of a recommender ensemble (copied as
+model.py into `<model>-sparse/1/`, beside the `sparse/` folder of the converted model).
+
+Embedding lookups over hierarchical storage, the deployment shape of Merlin HPS (seed
+003):
+- host level: every row of every table in one memory-mapped file (`embeddings.npy`,
+  float32 [rows, dim], the tables stacked in feature order), so tables larger than RAM
+  are paged in by the OS as rows are read;
+- device level: a cache of each table's most frequently used rows (ranked on the
+  training data, `ranking.npy`), `cache_fraction` of its rows (HPS's `gpucacheper`), in
+  the instance's device memory (GPU memory on a GPU instance, RAM on a CPU one).
+A lookup takes its hits from the cache and its misses from the host file: the result is
+the full table's row, always. Unlike HPS, the cache is filled once at load (no refresh).
+
+Ids are reduced modulo their table's size (floor mod), as the single-model DLRM does.
+Lookups and cache hits per table are exported as Triton metrics
+(`deploybench_embedding_lookups_total`, `deploybench_embedding_cache_hits_total`, label
+`table`) on the server's metrics port. Self-contained like triton_python_model.py: the
+stub imports only numpy and torch; the pipeline imports `HierarchicalEmbeddings` from here
+for its in-process checks, so both run the same lookup code.
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+for _path in reversed(os.environ.get("DEPLOYBENCH_STUB_PATH", "").split(os.pathsep)):
+    if _path and _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import numpy as np  # noqa: E402
+
+try:
+    import triton_python_backend_utils as pb_utils
+except ImportError:  # imported by the pipeline, outside Triton
+    pb_utils = None
+
+METADATA = "sparse.json"
+STORAGE = "embeddings.npy"
+RANKING = "ranking.npy"
+
+
+def cached_rows(ranking: np.ndarray, sizes: list[int], fraction: float) -> np.ndarray:
+    """Global rows of the cache: the first floor(fraction x rows) of each table's ranking."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"cache fraction must be within [0, 1], got {fraction}")
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    parts = [np.asarray(ranking[o:o + int(fraction * n)], dtype=np.int64)
+             for o, n in zip(offsets, sizes)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+class HierarchicalEmbeddings:
+    """ids [B, T] (any integer dtype) -> float32 [B, T * dim], table-major per sample."""
+
+    def __init__(self, sparse_dir, cache_fraction: float, device: str = "cpu"):
+        import torch
+
+        self.torch = torch
+        sparse_dir = Path(sparse_dir)
+        meta = json.loads((sparse_dir / METADATA).read_text())
+        self.sizes = np.asarray(meta["table_sizes"], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.dim = int(meta["embedding_dim"])
+        self.device = torch.device(device)
+        self.storage = np.load(sparse_dir / STORAGE, mmap_mode="r")
+        if self.storage.shape != (int(self.sizes.sum()), self.dim):
+            raise ValueError(f"{sparse_dir / STORAGE} holds {self.storage.shape}, "
+                             f"{METADATA} says {int(self.sizes.sum())} rows of {self.dim}")
+        # sorted: the cache is filled by one sequential pass over the file
+        rows = np.sort(cached_rows(np.load(sparse_dir / RANKING, mmap_mode="r"),
+                                   list(self.sizes), cache_fraction))
+        slot_of = np.full(len(self.storage), -1, dtype=np.int32)
+        slot_of[rows] = np.arange(len(rows), dtype=np.int32)
+        self.slot_of = torch.from_numpy(slot_of).to(self.device)
+        self.cache = torch.from_numpy(np.array(self.storage[rows])).to(self.device)
+        self.cache_fraction = float(cache_fraction)
+        self.lookups = np.zeros(len(self.sizes), dtype=np.int64)
+        self.hits = np.zeros(len(self.sizes), dtype=np.int64)
+
+    def describe(self) -> dict:
+        return {"tables": len(self.sizes), "rows": int(self.sizes.sum()),
+                "embedding_dim": self.dim, "cache_fraction": self.cache_fraction,
+                "cached_rows": len(self.cache), "cache_bytes": int(self.cache.nbytes),
+                "storage_bytes": int(self.storage.nbytes), "device": str(self.device)}
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        torch = self.torch
+        ids = np.asarray(ids).astype(np.int64, copy=False)
+        if ids.ndim != 2 or ids.shape[1] != len(self.sizes):
+            raise ValueError(f"ids of shape {list(ids.shape)}; expected [batch, "
+                             f"{len(self.sizes)}]")
+        rows = (np.mod(ids, self.sizes) + self.offsets).reshape(-1)
+        slots = self.slot_of[torch.from_numpy(rows).to(self.device)]
+        hit = slots >= 0
+        out = torch.empty((len(rows), self.dim), dtype=torch.float32, device=self.device)
+        out[hit] = self.cache[slots[hit]]
+        hit_host = hit.cpu().numpy()
+        if not hit_host.all():
+            missed = rows[~hit_host]
+            out[~hit] = torch.from_numpy(self.storage[missed]).to(self.device)
+        self.lookups += ids.shape[0]
+        self.hits += hit_host.reshape(ids.shape).sum(axis=0)
+        return out.reshape(ids.shape[0], -1).cpu().numpy()
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        if int(np.__version__.split(".")[0]) >= 2:  # see triton_python_model.py
+            raise pb_utils.TritonModelException(
+                f"numpy {np.__version__} in the python backend stub: Triton 2.51 returns "
+                "empty outputs with numpy 2; set DEPLOYBENCH_SERVER_PYTHONPATH to numpy<2")
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        on_gpu = args["model_instance_kind"] == "GPU"
+        device = f"cuda:{args['model_instance_device_id']}" if on_gpu else "cpu"
+        if not on_gpu:
+            import torch
+
+            cpu_instances = sum(g["count"] for g in config["instance_group"])
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, cpu_instances)))
+        self.input = config["input"][0]["name"]
+        self.output = config["output"][0]["name"]
+        self.embeddings = HierarchicalEmbeddings(
+            Path(args["model_repository"]) / args["model_version"] / params["sparse"],
+            float(params["cache_fraction"]), device)
+        labels = [{"model": args["model_name"], "table": str(i)}
+                  for i in range(len(self.embeddings.sizes))]
+        lookups = pb_utils.MetricFamily(
+            name="deploybench_embedding_lookups_total",
+            description="embedding lookups of the sparse model, per table",
+            kind=pb_utils.MetricFamily.COUNTER)
+        hits = pb_utils.MetricFamily(
+            name="deploybench_embedding_cache_hits_total",
+            description="lookups served from the device cache, per table",
+            kind=pb_utils.MetricFamily.COUNTER)
+        self.metrics = [(lookups.Metric(labels=lb), hits.Metric(labels=lb)) for lb in labels]
+        self.families = (lookups, hits)  # the families must outlive their metrics
+
+    def execute(self, requests):
+        ids = [pb_utils.get_input_tensor_by_name(r, self.input).as_numpy() for r in requests]
+        before = (self.embeddings.lookups.copy(), self.embeddings.hits.copy())
+        vectors = self.embeddings(ids[0] if len(ids) == 1 else np.concatenate(ids))
+        for (lookups, hits), n, h, n0, h0 in zip(self.metrics, self.embeddings.lookups,
+                                                 self.embeddings.hits, *before):
+            lookups.increment(int(n - n0))
+            hits.increment(int(h - h0))
+        responses, start = [], 0
+        for part in ids:
+            out = pb_utils.Tensor(self.output, vectors[start:start + len(part)])
+            responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+            start += len(part)
+        return responses

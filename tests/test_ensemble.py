@@ -1,0 +1,212 @@
+"""The recommender ensemble (backends hps-*): the hierarchical embedding storage against
+the full tables, the sparse export, and the generated ensemble repositories (python,
+native and Merlin HPS servers) parsed back and wired end to end."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from deploybench import ensemble, repository
+from deploybench.config import ConfigError
+from deploybench.triton_sparse_model import (
+    METADATA,
+    RANKING,
+    STORAGE,
+    HierarchicalEmbeddings,
+    cached_rows,
+)
+
+SIZES = [50, 7, 1000, 1]
+DIM = 4
+
+
+def sparse_dir(path, sizes=SIZES, dim=DIM, seed=0):
+    """A sparse export written as the pipeline writes it: random tables, each table's
+    rows ranked by a random frequency."""
+    rng = np.random.default_rng(seed)
+    path.mkdir(parents=True)
+    storage = rng.standard_normal((sum(sizes), dim)).astype(np.float32)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ranking = np.concatenate([rng.permutation(n) + o for n, o in zip(sizes, offsets)])
+    np.save(path / STORAGE, storage)
+    np.save(path / RANKING, ranking.astype(np.int64))
+    (path / METADATA).write_text(json.dumps({"table_sizes": sizes, "embedding_dim": dim}))
+    return storage, offsets, ranking
+
+
+def full_lookup(storage, offsets, sizes, ids):
+    rows = np.mod(ids, sizes) + offsets
+    return storage[rows].reshape(len(ids), -1)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1, 0.5, 1.0])
+def test_lookups_through_the_cache_equal_the_full_table(tmp_path, fraction):
+    storage, offsets, ranking = sparse_dir(tmp_path / "sparse")
+    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", fraction)
+    rng = np.random.default_rng(1)
+    # any int64 id: negative, beyond the table, and the ranked (cached) rows themselves
+    ids = rng.integers(-10**12, 10**12, size=(300, len(SIZES)))
+    ids[:100] = rng.integers(0, 3, size=(100, len(SIZES)))
+    expected = full_lookup(storage, offsets, SIZES, ids)
+    np.testing.assert_array_equal(embeddings(ids), expected)
+    np.testing.assert_array_equal(embeddings(ids.astype(np.int32) % 100),
+                                  full_lookup(storage, offsets, SIZES, ids.astype(np.int32) % 100))
+
+    # the cache holds exactly each table's first floor(fraction x rows) ranked rows
+    cached = set(cached_rows(ranking, SIZES, fraction).tolist())
+    assert len(embeddings.cache) == len(cached) == sum(int(fraction * n) for n in SIZES)
+    rows = (np.mod(ids, SIZES) + offsets)
+    assert embeddings.lookups.tolist() == [600] * len(SIZES)
+    hits = np.isin(rows, list(cached)).sum(axis=0) + np.isin(
+        np.mod(ids.astype(np.int32) % 100, SIZES) + offsets, list(cached)).sum(axis=0)
+    assert embeddings.hits.tolist() == hits.tolist()
+    described = embeddings.describe()
+    assert described["cache_bytes"] == len(cached) * DIM * 4
+    assert described["storage_bytes"] == storage.nbytes
+
+
+def test_bad_cache_fractions_and_ids_are_refused(tmp_path):
+    sparse_dir(tmp_path / "sparse")
+    with pytest.raises(ValueError, match="cache fraction must be within .0, 1., got 1.5"):
+        HierarchicalEmbeddings(tmp_path / "sparse", 1.5)
+    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", 0.1)
+    with pytest.raises(ValueError, match=r"ids of shape \[2, 3\]; expected \[batch, 4\]"):
+        embeddings(np.zeros((2, 3), np.int64))
+
+
+def test_hit_rates_from_the_metrics_text():
+    text = "\n".join([
+        "# TYPE deploybench_embedding_lookups_total counter",
+        'deploybench_embedding_lookups_total{model="m-sparse",table="0"} 100',
+        'deploybench_embedding_lookups_total{model="m-sparse",table="1"} 100',
+        'deploybench_embedding_cache_hits_total{model="m-sparse",table="1"} 30',
+        'deploybench_embedding_cache_hits_total{model="m-sparse",table="0"} 10',
+        'nv_inference_count{model="m",version="1"} 5',
+    ])
+    assert ensemble.cache_counters(text) == {
+        "lookups": 200, "cache_hits": 40, "hit_rate": 0.2, "per_table_hit_rate": [0.1, 0.3]}
+    assert ensemble.cache_counters('nv_inference_count{model="m",version="1"} 5') is None
+
+
+def test_sparse_export_keeps_the_tables_and_ranks_rows_by_frequency(settings, tmp_path):
+    pytest.importorskip("tensorflow")
+    from deploybench import source
+
+    model = settings.split_export_settings("dlrm-tiny")
+    weights, data = tmp_path / "weights.pt", tmp_path / "data"
+    source.make_weights(model, weights)
+    source.generate_data(model, data)
+    ensemble.export_sparse(model, weights, data, tmp_path / "sparse")
+
+    tables, _ = ensemble.split_model(model, source.load_model(model, weights))
+    storage = np.load(tmp_path / "sparse" / STORAGE)
+    np.testing.assert_array_equal(storage, np.concatenate(tables))
+    meta = ensemble.read_metadata(tmp_path / "sparse")
+    assert meta["table_sizes"] == [len(t) for t in tables] and meta["embedding_dim"] == 8
+    assert meta["frequency_split"] == "train" and meta["frequency_samples"] == 64
+
+    from deploybench.models import dlrm_data
+
+    _, _, ids, _ = dlrm_data.load(str(data), "train", None)
+    ranking = np.load(tmp_path / "sparse" / RANKING)
+    offset = 0
+    for i, size in enumerate(meta["table_sizes"]):
+        ranked = ranking[offset:offset + size] - offset
+        assert sorted(ranked.tolist()) == list(range(size))  # a permutation of the table
+        counts = np.bincount(np.mod(ids[:, i], size), minlength=size)[ranked]
+        assert (np.diff(counts) <= 0).all()  # most frequent first
+        offset += size
+
+
+def dense_onnx(path, run, meta):
+    """A stand-in dense graph with the dense part's tensors (the repository reads them)."""
+    types = {"INT64": TensorProto.INT64, "FP32": TensorProto.FLOAT}
+    inputs = ensemble.dense_inputs(run["model"], meta)
+    graph = helper.make_graph(
+        [helper.make_node("Concat", [t["name"] for t in inputs], ["cat"], axis=1),
+         helper.make_node("ReduceSum", ["cat"], ["DENSE_OUTPUT"], axes=[1], keepdims=1)],
+        "dense",
+        [helper.make_tensor_value_info(t["name"], types[t["dtype"]], ["b", *t["dims"]])
+         for t in inputs],
+        [helper.make_tensor_value_info("DENSE_OUTPUT", TensorProto.FLOAT, ["b", 1])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+
+
+SERVERS = {"embedded": ["python"],
+           "ngc": ["onnxruntime", "python", "pytorch", "tensorflow", "tensorrt"],
+           "hps": ["hps", "onnxruntime", "python", "tensorflow", "tensorrt"]}
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("backend, gpu", [("hps-onnx", "cpu"), ("hps-trt", "h100"),
+                                          ("hps-tf-savedmodel", "h100")])
+def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, backend, gpu):
+    run = settings.run("dlrm-tiny", gpu, backend, "fp32")
+    converted = tmp_path / "model.ensemble"
+    sparse_dir(converted / "sparse", sizes=[50] * 26, dim=8)
+    meta = ensemble.read_metadata(converted / "sparse")
+    drun = ensemble.dense_run(run, meta)
+    (converted / "dense").mkdir()
+    artifact = converted / "dense" / drun["artifact"]
+    if artifact.suffix == ".onnx":
+        dense_onnx(artifact, run, meta)
+    elif artifact.suffix == ".savedmodel":
+        artifact.mkdir()
+        (artifact / "saved_model.pb").write_bytes(b"stand-in")
+    else:
+        artifact.write_bytes(b"stand-in plan")
+    repo = tmp_path / "repo"
+    served = repository.create(run, converted, repo / "dlrm-tiny" / "config.pbtxt",
+                               SERVERS[server])
+
+    configs = {p.parent.name: repository.read_config(p) for p in repo.glob("*/config.pbtxt")}
+    top = configs.pop("dlrm-tiny")
+    assert top.platform == "ensemble" and top.max_batch_size == 64
+    assert [t.name for t in top.input] == ["numerical_features", "categorical_features"]
+    # every tensor a step reads is an ensemble input or an earlier step's output, every
+    # step tensor is one its model declares, and the steps produce the ensemble's outputs
+    available = {t.name for t in top.input}
+    for step in top.ensemble_scheduling.step:
+        part = configs.pop(step.model_name)
+        assert set(step.input_map) == {t.name for t in part.input}, step.model_name
+        assert set(step.input_map.values()) <= available, step.model_name
+        assert set(step.output_map) <= {t.name for t in part.output}, step.model_name
+        available |= set(step.output_map.values())
+    assert not configs  # no model left out of the steps
+    assert {t.name for t in top.output} <= available
+
+    steps = [s.model_name for s in top.ensemble_scheduling.step]
+    assert steps[-1] == "dlrm-tiny-dense"
+    dense = repository.read_config(repo / "dlrm-tiny-dense" / "config.pbtxt")
+    lookup = next(t for t in dense.input if t.name == "LOOKUP_VECTORS")
+    assert list(lookup.dims) == [26 * 8]
+    if server == "hps":
+        assert steps == ["dlrm-tiny-sparse-keys", "dlrm-tiny-sparse", "dlrm-tiny-dense"]
+        assert repository.read_config(repo / "dlrm-tiny-sparse/config.pbtxt").backend == "hps"
+        hps = json.loads((repo / "dlrm-tiny-sparse/sparse.json").read_text())["models"][0]
+        assert hps["gpucacheper"] == 0.1 and hps["embedding_vecsize_per_table"] == [8]
+        assert hps["maxnum_catfeature_query_per_table_per_sample"] == [26]
+        files = repo / "dlrm-tiny-sparse/1/embeddings"
+        assert (files / "emb_vector").stat().st_size == 26 * 50 * 8 * 4
+        np.testing.assert_array_equal(np.fromfile(files / "key", np.int64), np.arange(26 * 50))
+        assert served.startswith("ensemble (Merlin HPS sparse")
+    else:
+        sparse = repository.read_config(repo / "dlrm-tiny-sparse/config.pbtxt")
+        assert sparse.backend == "python"
+        assert sparse.parameters["cache_fraction"].string_value == "0.1"
+        assert (repo / "dlrm-tiny-sparse/1/sparse" / STORAGE).is_file()
+        assert served.startswith("ensemble (python sparse")
+    native = {"embedded": "python", "ngc": drun["backend"]["native"]}.get(server)
+    if native:
+        assert dense.backend == native or dense.platform.startswith(native), dense
+
+
+def test_an_ensemble_needs_a_model_with_an_ensemble_section(settings):
+    with pytest.raises(ConfigError, match="backend 'hps-onnx' deploys a sparse/dense ensemble; "
+                                          "model 'bert-tiny' has no `ensemble` section"):
+        settings.run("bert-tiny", "cpu", "hps-onnx", "fp32")
+    with pytest.raises(ConfigError, match="'hps-trt' .* needs an NVIDIA GPU"):
+        settings.run("dlrm-tiny", "cpu", "hps-trt", "fp32")
