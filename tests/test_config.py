@@ -110,3 +110,23 @@ def test_a_plugin_without_its_framework_names_the_extra(monkeypatch):
     with pytest.raises(ModuleNotFoundError, match=r"'dlrm' needs the 'tensorflow' package.*"
                                                   r"pip install -e '\.\[tf\]'"):
         plugins.load("dlrm")
+
+
+def test_the_pytorch_path_never_imports_tensorflow():
+    """A PyTorch model's steps (every step module, a torch plug-in, its export) run
+    without loading TensorFlow: the PyTorch-only install does not pay for the tf extra."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from deploybench import (check, cli, convert, ensemble, export, native, plugins,\n"
+        "                         repository, report, serving, source)\n"
+        "for name in ('tft', 'bert', 'fastpitch'):\n"
+        "    plugins.load(name)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "                ('tensorflow', 'keras', 'tf2onnx'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

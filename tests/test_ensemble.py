@@ -210,3 +210,25 @@ def test_an_ensemble_needs_a_model_with_an_ensemble_section(settings):
         settings.run("bert-tiny", "cpu", "hps-onnx", "fp32")
     with pytest.raises(ConfigError, match="'hps-trt' .* needs an NVIDIA GPU"):
         settings.run("dlrm-tiny", "cpu", "hps-trt", "fp32")
+
+
+def test_the_offline_scenario_serves_a_static_copy_of_the_repository(settings, tmp_path):
+    """Loading an ensemble reloads its parts from the repository: the offline scenario's
+    copy has their configs without dynamic batching, and links to everything else."""
+    run = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")
+    converted = tmp_path / "model.ensemble"
+    sparse_dir(converted / "sparse", sizes=[50] * 26, dim=8)
+    (converted / "dense").mkdir()
+    dense_onnx(converted / "dense/model.onnx", run, ensemble.read_metadata(converted / "sparse"))
+    repo = tmp_path / "repo"
+    repository.create(run, converted, repo / "dlrm-tiny/config.pbtxt", ["python"])
+
+    copy = repository.scenario_repository(repo, tmp_path / "offline", True, False)
+    for model in ("dlrm-tiny", "dlrm-tiny-sparse", "dlrm-tiny-dense"):
+        written = repository.read_config(repo / model / "config.pbtxt")
+        served = repository.read_config(copy / model / "config.pbtxt")
+        assert not served.HasField("dynamic_batching")
+        written.ClearField("dynamic_batching")
+        assert served == written
+        assert (copy / model / "1").resolve() == (repo / model / "1").resolve()
+    assert (copy / "dlrm-tiny-sparse/1/sparse" / STORAGE).is_file()

@@ -156,15 +156,13 @@ def static_batching_override(config: mc.ModelConfig) -> dict:
     return load_override(config, static_batching=True)
 
 
-def load_override(config: mc.ModelConfig, static_batching: bool = False,
-                  on_cpu: bool = False) -> dict | None:
+def scenario_config(config: mc.ModelConfig, static_batching: bool = False,
+                    on_cpu: bool = False) -> mc.ModelConfig | None:
     """The config to load instead of the written one: without the dynamic batcher (the
     offline scenario), with the instances on the CPU (a CPU node standing in for a GPU
     key, allow_gpu_mismatch); None when neither."""
     if not (static_batching or on_cpu):
         return None
-    from google.protobuf import json_format
-
     loaded = mc.ModelConfig()
     loaded.CopyFrom(config)
     if static_batching:
@@ -172,7 +170,35 @@ def load_override(config: mc.ModelConfig, static_batching: bool = False,
     if on_cpu:
         for group in loaded.instance_group:
             group.kind = mc.ModelInstanceGroup.KIND_CPU
+    return loaded
+
+
+def load_override(config: mc.ModelConfig, static_batching: bool = False,
+                  on_cpu: bool = False) -> dict | None:
+    """scenario_config as the JSON that Triton's load API takes."""
+    from google.protobuf import json_format
+
+    loaded = scenario_config(config, static_batching, on_cpu)
+    if loaded is None:
+        return None
     return json_format.MessageToDict(loaded, preserving_proto_field_name=True)
+
+
+def scenario_repository(src: Path, dst: Path, static_batching: bool,
+                        on_cpu: bool) -> Path:
+    """`dst`: the repository `src` with every model's scenario_config and links to the
+    rest of its files. An ensemble needs it: loading one (re)loads its parts from the
+    repository, so load-time overrides of the parts would be lost."""
+    for model_dir in sorted(p for p in Path(src).iterdir() if (p / "config.pbtxt").is_file()):
+        out = Path(dst) / model_dir.name
+        out.mkdir(parents=True)
+        for item in model_dir.iterdir():
+            if item.name != "config.pbtxt":
+                (out / item.name).symlink_to(item.resolve())
+        config = read_config(model_dir / "config.pbtxt")
+        write_config(scenario_config(config, static_batching, on_cpu) or config,
+                     out / "config.pbtxt")
+    return Path(dst)
 
 
 def create(run: dict, artifact: Path, out_config: Path, available: list[str]) -> str:

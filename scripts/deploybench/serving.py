@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -63,24 +64,26 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
     cfg = run["server"]
     name = run["key"]["model"]
     repo = Path(config_pbtxt).parent.parent
-    with TritonServer(runtime, repo, server_log, cfg["ports"],
-                      cfg["start_timeout_s"], cfg["load_timeout_s"]) as server:
-        # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
-        on_cpu = checked["mismatch_allowed"] and not checked["devices"]
-        parts = ensemble.served_parts(config_pbtxt)
-        if parts and on_cpu:
-            raise ValueError("an ensemble's parts load with their written configs: they "
-                             "cannot be moved onto the CPU of a node standing in for a GPU")
-        # Loading an ensemble (re)loads its parts from their written configs, so the
-        # offline scenario's static batching applies to the ensemble alone (recorded).
-        config = repository.read_config(config_pbtxt)
-        server.load(name, repository.load_override(config, static_batching, on_cpu))
-        served_by = {part: _served_by(repo / part / "config.pbtxt") for part in parts}
-        meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
-        described = {**runtime.describe(), "served_by": config.backend or config.platform}
-        if served_by:
-            described["ensemble_parts"] = served_by
-        yield server, provenance.collect(run, meta, checked, described)
+    # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
+    on_cpu = checked["mismatch_allowed"] and not checked["devices"]
+    parts = ensemble.served_parts(config_pbtxt)
+    with tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
+        override = repository.load_override(repository.read_config(config_pbtxt),
+                                            static_batching, on_cpu)
+        if parts and override:  # the parts load from the repository: a scenario copy
+            repo = repository.scenario_repository(repo, Path(scratch) / "repository",
+                                                  static_batching, on_cpu)
+            override = None
+        with TritonServer(runtime, repo, server_log, cfg["ports"],
+                          cfg["start_timeout_s"], cfg["load_timeout_s"]) as server:
+            server.load(name, override)
+            meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
+            config = repository.read_config(config_pbtxt)
+            described = {**runtime.describe(), "served_by": config.backend or config.platform}
+            if parts:
+                described["ensemble_parts"] = {
+                    part: _served_by(repo / part / "config.pbtxt") for part in parts}
+            yield server, provenance.collect(run, meta, checked, described)
 
 
 def _served_by(config_pbtxt: Path) -> str:
@@ -184,7 +187,6 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**run["perf"], **run["model"][scenario],
-                                   **_parts_batching(config_pbtxt, scenario),
                                    "protocol": "grpc" if scenario == "offline" else "http",
                                    "shared_memory": "system" if scenario == "offline" else "none",
                                    "batching": "static" if scenario == "offline" else "dynamic"},
@@ -200,15 +202,6 @@ def performance(run: dict, scenario: str, config_pbtxt: Path, data_json: Path,
         f.unlink()
     work.rmdir()
     return table
-
-
-def _parts_batching(config_pbtxt: Path, scenario: str) -> dict:
-    """How an ensemble's parts batch in the offline scenario: Triton loads them with the
-    dynamic batchers of their written configs (a single request in flight still forms
-    batches of one request)."""
-    if scenario != "offline" or not ensemble.served_parts(config_pbtxt):
-        return {}
-    return {"ensemble_parts_batching": "dynamic (their written configs)"}
 
 
 def _served_data(data_json: Path, names: list[str], work: Path) -> Path:
