@@ -8,6 +8,11 @@ from deploybench.formats import BACKENDS, EXPORT_ARTIFACTS
 from deploybench.plugins import sources as plugin_sources
 
 SETTINGS = Settings(config, root=Path(workflow.basedir))
+# The models Triton's python backend runs (copied into every model repository): a change
+# to them re-runs the repositories and what was measured on them.
+SERVED_CODE = sorted(
+    str(p) for p in (Path(workflow.basedir) / "scripts/deploybench").glob("triton_*model.py")
+)
 
 # Loose patterns: a key that matches them but is not configured is refused by the input
 # functions below with the list of valid keys, instead of "no rule to produce ...".

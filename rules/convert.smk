@@ -77,6 +77,7 @@ rule model_repository:
     input:
         converted=converted_path,
         check=cfg("conversion_check.csv"),
+        code=SERVED_CODE,
     output:
         directory(cfg("model_repository")),
     params:

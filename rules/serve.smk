@@ -1,5 +1,8 @@
 # Per configuration, on a running Triton: accuracy, offline and online performance.
-# `bench_slot` (1 in the profiles): two server jobs never share the device.
+# `bench_slot` (1 in the profiles): two server jobs never share the device. Locally a
+# measuring job also takes every core (`threads: workflow.cores`), so that no export or
+# conversion runs beside it and skews the numbers; on a cluster it owns its node's
+# `cpus_per_task` instead (deploybench.cluster).
 
 
 rule accuracy:
@@ -12,6 +15,7 @@ rule accuracy:
     params:
         spec=spec("accuracy"),
         config=config_pbtxt,
+    threads: workflow.cores
     resources:
         bench_slot=1,
         **cluster_resources("accuracy"),
@@ -41,6 +45,7 @@ rule performance:
     params:
         spec=lambda w: spec(w.scenario)(w),
         config=config_pbtxt,
+    threads: workflow.cores
     resources:
         bench_slot=1,
         **cluster_resources("offline"),  # offline and online alike
@@ -66,6 +71,7 @@ rule native:
         cfg("native.csv"),
     params:
         spec=spec("native"),
+    threads: workflow.cores
     resources:
         bench_slot=1,
         **cluster_resources("native"),

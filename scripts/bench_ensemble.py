@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,8 @@ def build(targets: list[str], configfiles: list[str]) -> None:
     if configfiles:
         cmd[6:6] = ["--configfile", *configfiles]
     print("building:", " ".join(targets), flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(cmd, check=True, cwd=ROOT, env=env)
 
 
 def served(args, configfiles) -> None:
@@ -68,7 +70,7 @@ def served(args, configfiles) -> None:
 
     runs = {name: ROOT / f"results/{args.model}/{args.gpu}/{backend}_{args.precision}"
             for name, backend in (("single", args.single), ("ensemble", args.ensemble))}
-    build([str(run / "offline.csv") for run in runs.values()], configfiles)
+    build([str((run / "offline.csv").relative_to(ROOT)) for run in runs.values()], configfiles)
     single, ens = (pd.read_csv(run / "offline.csv").set_index("Batch")
                    for run in runs.values())
     cache = json.loads((runs["ensemble"] / "offline.json").read_text())["embedding_cache"]

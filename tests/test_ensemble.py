@@ -42,10 +42,11 @@ def full_lookup(storage, offsets, sizes, ids):
     return storage[rows].reshape(len(ids), -1)
 
 
+@pytest.mark.parametrize("engine", ["numpy", "torch"])  # torch: the GPU's code, on the CPU
 @pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1, 0.5, 1.0])
-def test_lookups_through_the_cache_equal_the_full_table(tmp_path, fraction):
+def test_lookups_through_the_cache_equal_the_full_table(tmp_path, fraction, engine):
     storage, offsets, ranking = sparse_dir(tmp_path / "sparse")
-    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", fraction)
+    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", fraction, engine=engine)
     rng = np.random.default_rng(1)
     # any int64 id: negative, beyond the table, and the ranked (cached) rows themselves
     ids = rng.integers(-10**12, 10**12, size=(300, len(SIZES)))

@@ -72,7 +72,7 @@ def read_metadata(sparse_dir: Path) -> dict:
     return json.loads((Path(sparse_dir) / METADATA).read_text())
 
 
-def lookuptensor(model: dict, meta: dict) -> dict:
+def lookup_tensor(model: dict, meta: dict) -> dict:
     width = len(meta["table_sizes"]) * int(meta["embedding_dim"])
     return {"name": settings(model)["lookup"], "dtype": "FP32", "dims": [width]}
 
@@ -80,7 +80,7 @@ def lookuptensor(model: dict, meta: dict) -> dict:
 def dense_inputs(model: dict, meta: dict) -> list[dict]:
     """The model's inputs with the sparse one replaced by the looked-up vectors."""
     inputs = copy.deepcopy(model["inputs"])
-    inputs[_sparse_index(model)] = lookuptensor(model, meta)
+    inputs[_sparse_index(model)] = lookup_tensor(model, meta)
     return inputs
 
 
@@ -204,7 +204,7 @@ def sparse_config(name: str, run: dict, meta: dict) -> mc.ModelConfig:
     config = mc.ModelConfig(
         name=name, backend="python", max_batch_size=model["triton"]["max_batch_size"],
         input=[tensor(mc.ModelInput, model["inputs"][_sparse_index(model)])],
-        output=[tensor(mc.ModelOutput, lookuptensor(model, meta))],
+        output=[tensor(mc.ModelOutput, lookup_tensor(model, meta))],
         instance_group=instance_groups(run), dynamic_batching=dynamic_batching(run))
     config.parameters["sparse"].string_value = SPARSE
     config.parameters["cache_fraction"].string_value = str(settings(model)["cache_fraction"])
@@ -237,7 +237,7 @@ def create_repository(run: dict, converted: Path, out_config: Path,
     names = part_names(name)
     dense_served = create(drun, converted / DENSE / drun["artifact"],
                           repo / names[DENSE] / "config.pbtxt", available)
-    lookup = lookuptensor(run["model"], meta)["name"]
+    lookup = lookup_tensor(run["model"], meta)["name"]
     sparse_input = settings(run["model"])["sparse_input"]
     if HPS_BACKEND in available:
         sparse_steps = hps_repository(run, converted / SPARSE, meta, repo, names[SPARSE])
@@ -334,7 +334,7 @@ def hps_repository(run: dict, sparse_dir: Path, meta: dict, repo: Path,
         instance_group=[mc.ModelInstanceGroup(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)])
     keys_config.parameters["table_sizes"].string_value = json.dumps(meta["table_sizes"])
     write_config(keys_config, keys_version.parent / "config.pbtxt")
-    lookup = lookuptensor(model, meta)["name"]
+    lookup = lookup_tensor(model, meta)["name"]
     return [(keys, {sparse_input: sparse_input},
              {HPS_KEYS: "HPS_KEYS", HPS_NUMKEYS: "HPS_NUMKEYS"}),
             (name, {HPS_KEYS: "HPS_KEYS", HPS_NUMKEYS: "HPS_NUMKEYS"}, {HPS_OUTPUT: lookup})]

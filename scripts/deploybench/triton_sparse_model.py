@@ -16,8 +16,8 @@ Ids are reduced modulo their table's size (floor mod), as the single-model DLRM 
 Lookups and cache hits per table are exported as Triton metrics
 (`deploybench_embedding_lookups_total`, `deploybench_embedding_cache_hits_total`, label
 `table`) on the server's metrics port. Self-contained like triton_python_model.py: the
-stub imports only numpy and torch; the pipeline imports `HierarchicalEmbeddings` from here
-for its in-process checks, so both run the same lookup code.
+stub imports only numpy (and torch on a GPU); the pipeline imports `HierarchicalEmbeddings`
+from here for its in-process checks, so both run the same lookup code.
 """
 
 import json
@@ -52,18 +52,19 @@ def cached_rows(ranking: np.ndarray, sizes: list[int], fraction: float) -> np.nd
 
 
 class HierarchicalEmbeddings:
-    """ids [B, T] (any integer dtype) -> float32 [B, T * dim], table-major per sample."""
+    """ids [B, T] (any integer dtype) -> float32 [B, T * dim], table-major per sample.
 
-    def __init__(self, sparse_dir, cache_fraction: float, device: str = "cpu"):
-        import torch
+    On a GPU the cache and the slot index live in device memory (torch); on the CPU both
+    are numpy arrays (`engine` "numpy"): single-threaded gathers, which leave the cores to
+    the dense model instead of spinning threads of their own beside it."""
 
-        self.torch = torch
+    def __init__(self, sparse_dir, cache_fraction: float, device: str = "cpu",
+                 engine: str | None = None):
         sparse_dir = Path(sparse_dir)
         meta = json.loads((sparse_dir / METADATA).read_text())
         self.sizes = np.asarray(meta["table_sizes"], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self.dim = int(meta["embedding_dim"])
-        self.device = torch.device(device)
         self.storage = np.load(sparse_dir / STORAGE, mmap_mode="r")
         if self.storage.shape != (int(self.sizes.sum()), self.dim):
             raise ValueError(f"{sparse_dir / STORAGE} holds {self.storage.shape}, "
@@ -73,8 +74,16 @@ class HierarchicalEmbeddings:
                                    list(self.sizes), cache_fraction))
         slot_of = np.full(len(self.storage), -1, dtype=np.int32)
         slot_of[rows] = np.arange(len(rows), dtype=np.int32)
-        self.slot_of = torch.from_numpy(slot_of).to(self.device)
-        self.cache = torch.from_numpy(np.array(self.storage[rows])).to(self.device)
+        cache = np.array(self.storage[rows])
+        self.engine = engine or ("numpy" if device == "cpu" else "torch")
+        self.device = device
+        if self.engine == "torch":
+            import torch
+
+            self.torch = torch
+            slot_of = torch.from_numpy(slot_of).to(device)
+            cache = torch.from_numpy(cache).to(device)
+        self.slot_of, self.cache = slot_of, cache
         self.cache_fraction = float(cache_fraction)
         self.lookups = np.zeros(len(self.sizes), dtype=np.int64)
         self.hits = np.zeros(len(self.sizes), dtype=np.int64)
@@ -86,23 +95,35 @@ class HierarchicalEmbeddings:
                 "storage_bytes": int(self.storage.nbytes), "device": str(self.device)}
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
-        torch = self.torch
         ids = np.asarray(ids).astype(np.int64, copy=False)
         if ids.ndim != 2 or ids.shape[1] != len(self.sizes):
             raise ValueError(f"ids of shape {list(ids.shape)}; expected [batch, "
                              f"{len(self.sizes)}]")
         rows = (np.mod(ids, self.sizes) + self.offsets).reshape(-1)
+        if self.engine == "torch":
+            out, hit = self._gather_torch(rows)
+        else:
+            slots = self.slot_of[rows]
+            hit = slots >= 0
+            out = np.empty((len(rows), self.dim), dtype=np.float32)
+            out[hit] = self.cache[slots[hit]]
+            if not hit.all():
+                out[~hit] = self.storage[rows[~hit]]
+        self.lookups += ids.shape[0]
+        self.hits += hit.reshape(ids.shape).sum(axis=0)
+        return out.reshape(ids.shape[0], -1)
+
+    def _gather_torch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hits gathered on the device, misses read on the host and copied over."""
+        torch = self.torch
         slots = self.slot_of[torch.from_numpy(rows).to(self.device)]
         hit = slots >= 0
         out = torch.empty((len(rows), self.dim), dtype=torch.float32, device=self.device)
         out[hit] = self.cache[slots[hit]]
         hit_host = hit.cpu().numpy()
         if not hit_host.all():
-            missed = rows[~hit_host]
-            out[~hit] = torch.from_numpy(self.storage[missed]).to(self.device)
-        self.lookups += ids.shape[0]
-        self.hits += hit_host.reshape(ids.shape).sum(axis=0)
-        return out.reshape(ids.shape[0], -1).cpu().numpy()
+            out[~hit] = torch.from_numpy(self.storage[rows[~hit_host]]).to(self.device)
+        return out.cpu().numpy(), hit_host
 
 
 class TritonPythonModel:
@@ -115,11 +136,6 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         on_gpu = args["model_instance_kind"] == "GPU"
         device = f"cuda:{args['model_instance_device_id']}" if on_gpu else "cpu"
-        if not on_gpu:
-            import torch
-
-            cpu_instances = sum(g["count"] for g in config["instance_group"])
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, cpu_instances)))
         self.input = config["input"][0]["name"]
         self.output = config["output"][0]["name"]
         self.embeddings = HierarchicalEmbeddings(
