@@ -2,6 +2,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
+
 from deploybench.cluster import RESOURCES, job_resources
 from deploybench.config import Settings, step_spec
 from deploybench.formats import BACKENDS, EXPORT_ARTIFACTS
@@ -24,6 +26,18 @@ wildcard_constraints:
     export_format=r"onnx|ts-trace|ts-script|dense-onnx",
     exported=r"model\.(pt|onnx)",
     converted=r"model\.(pt|onnx|plan)",
+
+
+def measuring_threads():
+    """A measuring job's threads: every local core, so that no export or conversion runs
+    beside it and skews its numbers; 1 where an executor places jobs (a cluster job is
+    sized by cpus_per_task, deploybench.cluster) or no core count is set."""
+    if not workflow.local_exec:
+        return 1
+    try:
+        return workflow.cores
+    except WorkflowError:  # no --cores given (e.g. a remote job's own run)
+        return 1
 
 
 def src(name):

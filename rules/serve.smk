@@ -1,7 +1,7 @@
 # Per configuration, on a running Triton: accuracy, offline and online performance.
 # `bench_slot` (1 in the profiles): two server jobs never share the device. Locally a
-# measuring job also takes every core (`threads: workflow.cores`), so that no export or
-# conversion runs beside it and skews the numbers; on a cluster it owns its node's
+# measuring job also takes every core (measuring_threads), so that no export or
+# conversion runs beside it and skews the numbers; on a cluster it owns its
 # `cpus_per_task` instead (deploybench.cluster).
 
 
@@ -15,7 +15,7 @@ rule accuracy:
     params:
         spec=spec("accuracy"),
         config=config_pbtxt,
-    threads: workflow.cores
+    threads: measuring_threads()
     resources:
         bench_slot=1,
         **cluster_resources("accuracy"),
@@ -45,7 +45,7 @@ rule performance:
     params:
         spec=lambda w: spec(w.scenario)(w),
         config=config_pbtxt,
-    threads: workflow.cores
+    threads: measuring_threads()
     resources:
         bench_slot=1,
         **cluster_resources("offline"),  # offline and online alike
@@ -71,7 +71,7 @@ rule native:
         cfg("native.csv"),
     params:
         spec=spec("native"),
-    threads: workflow.cores
+    threads: measuring_threads()
     resources:
         bench_slot=1,
         **cluster_resources("native"),

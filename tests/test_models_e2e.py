@@ -199,6 +199,7 @@ GPU_TARGETS = [
     "results/bert-tiny/h100/ort-trt_fp16/README.md",
     "results/fastpitch-tiny/h100/ts-trace_fp16/README.md",
     "results/fastpitch-tiny/h100/trt_fp16/README.md",
+    "results/dlrm-tiny/h100/hps-trt_fp16/README.md",  # reuses the CPU ensemble's exports
 ]
 
 
@@ -212,6 +213,8 @@ def test_gpu_keys_of_the_new_models_dry_run(built):
     assert "output: results/fastpitch-tiny/export/onnx/model.onnx" in result.stdout
     assert "output: results/bert-tiny/h100/trt_fp16/converted/model.plan" in result.stdout
     assert "output: results/bert-tiny/h100/ort-trt_fp16/converted/model.onnx" in result.stdout
+    assert "output: results/dlrm-tiny/h100/hps-trt_fp16/converted/model.ensemble" in result.stdout
+    assert "sparse_export" not in jobs, jobs
 
     refused = snakemake(built, "-n", "results/fastpitch-tiny/h100/ort-trt_fp16/README.md",
                         check=False)
