@@ -1,4 +1,5 @@
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -129,7 +130,12 @@ def default_targets():
 
 
 def model_report_inputs(w):
-    """The model's configurations among the default targets. The report also gathers,
-    when it runs, every other configuration report already on disk (e.g. committed GPU
-    results), without making them inputs that this machine would have to rebuild."""
-    return [configuration_readme(t) for t in config["targets"] if t["model"] == w.model]
+    """The model's configurations among the default targets and among the targets asked
+    for on the command line (so a report built in the same run waits for them). The
+    report also gathers, when it runs, every other configuration report already on disk
+    (e.g. committed GPU results), without making them inputs this machine would rebuild."""
+    defaults = [configuration_readme(t) for t in config["targets"] if t["model"] == w.model]
+    pattern = re.compile(rf"results/{re.escape(w.model)}/[^/]+/[^/]+/README\.md$")
+    requested = {m.group(0) for t in workflow.dag_settings.targets
+                 if (m := pattern.search(Path(t).as_posix()))}
+    return sorted(set(defaults) | requested)

@@ -78,6 +78,16 @@ def test_second_run_has_nothing_to_do(built):
     assert "Nothing to be done" in snakemake(built, "-n").stdout
 
 
+def test_model_report_waits_for_the_configurations_asked_for_with_it(built):
+    """A model report asked for beside a new configuration's report is built after it,
+    so that it lists it."""
+    result = snakemake(built, "-n", "results/tft-tiny/cpu/ts-script_fp32/README.md",
+                       "results/tft-tiny/README.md")
+    job = result.stdout.split("rule model_report:")[1].split("\n\n")[0]
+    assert "results/tft-tiny/cpu/ts-script_fp32/README.md" in job.split("output:")[0], job
+    assert "results/tft-tiny/cpu/onnx_fp32/README.md" in job  # the default target too
+
+
 def test_online_concurrency_change_reruns_only_online_and_dependants(built, tmp_path):
     models = tmp_path / "models"
     models.mkdir()
