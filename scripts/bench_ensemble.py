@@ -39,6 +39,7 @@ from deploybench.triton_sparse_model import (  # noqa: E402
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
+    table_offsets,
 )
 
 FRACTIONS = [0.01, 0.05, 0.2, 0.5]
@@ -91,8 +92,7 @@ def hit_rates(args, configfiles, config: Settings) -> None:
     eval_npz = ROOT / f"results/{args.model}/source/eval.npz"
     build([str(sparse.relative_to(ROOT)), str(eval_npz.relative_to(ROOT))], configfiles)
     inputs, _, _ = source.load_eval(model, eval_npz)
-    ids = inputs[[t["name"] for t in model["inputs"]].index(
-        model["ensemble"]["sparse_input"])]
+    ids = inputs[ensemble.sparse_index(model)]
     default = float(model["ensemble"]["cache_fraction"])
     print(f"\n## Device-cache hit rate: {args.model}, {len(ids):,} evaluation samples, rows "
           "ranked on the training split\n")
@@ -141,7 +141,7 @@ def serve_sparse(runtime, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int
             tensor.set_data_from_numpy(request_ids)
             return client.infer("sparse", [tensor]).as_numpy(ens["lookup"])
 
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        offsets = table_offsets(sizes)
         batch, tables = ids.shape[1:]
         got = infer(ids[0]).reshape(batch, tables, dim)
         want = (ids[0] % sizes + offsets)[..., None] + np.arange(dim) / dim

@@ -38,7 +38,6 @@ from .repository import (
     create,
     dynamic_batching,
     instance_groups,
-    read_config,
     served_inputs,
     tensor,
     write_config,
@@ -59,7 +58,8 @@ def settings(model: dict) -> dict:
     return model["ensemble"]
 
 
-def _sparse_index(model: dict) -> int:
+def sparse_index(model: dict) -> int:
+    """Position of the input the sparse model looks up among the model's inputs."""
     names = [t["name"] for t in model["inputs"]]
     wanted = settings(model)["sparse_input"]
     if wanted not in names:
@@ -80,7 +80,7 @@ def lookup_tensor(model: dict, meta: dict) -> dict:
 def dense_inputs(model: dict, meta: dict) -> list[dict]:
     """The model's inputs with the sparse one replaced by the looked-up vectors."""
     inputs = copy.deepcopy(model["inputs"])
-    inputs[_sparse_index(model)] = lookup_tensor(model, meta)
+    inputs[sparse_index(model)] = lookup_tensor(model, meta)
     return inputs
 
 
@@ -117,16 +117,17 @@ def export_sparse(model_settings: dict, weights: Path, data_dir: Path, out: Path
     tables, _ = split_model(model_settings, source.load_model(model_settings, weights))
     inputs, _ = plugin.load_split(model_settings["hparams"], str(data_dir),
                                   ens["frequency_split"], None)
-    ids = np.asarray(inputs[_sparse_index(model_settings)]).astype(np.int64)
+    ids = np.asarray(inputs[sparse_index(model_settings)]).astype(np.int64)
     sizes = [int(t.shape[0]) for t in tables]
-    dims = {int(t.shape[1]) for t in tables}
-    if len(dims) != 1:
-        raise ValueError(f"the embedding tables have different widths {sorted(dims)}; the "
-                         "sparse model stacks them and needs one")
+    widths = {int(t.shape[1]) for t in tables}
+    if len(widths) != 1:
+        raise ValueError(f"the embedding tables have different widths {sorted(widths)}; "
+                         "the sparse model stacks them and needs one")
+    (dim,) = widths
     with atomic.output(out) as tmp:
         tmp.mkdir()
         storage = np.lib.format.open_memmap(tmp / STORAGE, mode="w+", dtype=np.float32,
-                                            shape=(sum(sizes), dims.pop()))
+                                            shape=(sum(sizes), dim))
         ranking = np.lib.format.open_memmap(tmp / RANKING, mode="w+", dtype=np.int64,
                                             shape=(sum(sizes),))
         offset = 0
@@ -139,7 +140,7 @@ def export_sparse(model_settings: dict, weights: Path, data_dir: Path, out: Path
         ranking.flush()
         del storage, ranking
         (tmp / METADATA).write_text(json.dumps({
-            "table_sizes": sizes, "embedding_dim": int(tables[0].shape[1]),
+            "table_sizes": sizes, "embedding_dim": dim,
             "frequency_split": ens["frequency_split"], "frequency_samples": len(ids),
         }, indent=2))
 
@@ -184,7 +185,7 @@ class EnsembleRunner:
             converted / SPARSE, float(settings(run["model"])["cache_fraction"]),
             "cpu" if device_id is None else f"cuda:{device_id}")
         self.dense = runtimes.load(converted / DENSE / drun["artifact"], drun)
-        self.index = _sparse_index(run["model"])
+        self.index = sparse_index(run["model"])
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         arrays = list(arrays)
@@ -203,7 +204,7 @@ def sparse_config(name: str, run: dict, meta: dict) -> mc.ModelConfig:
     model = run["model"]
     config = mc.ModelConfig(
         name=name, backend="python", max_batch_size=model["triton"]["max_batch_size"],
-        input=[tensor(mc.ModelInput, model["inputs"][_sparse_index(model)])],
+        input=[tensor(mc.ModelInput, model["inputs"][sparse_index(model)])],
         output=[tensor(mc.ModelOutput, lookup_tensor(model, meta))],
         instance_group=instance_groups(run), dynamic_batching=dynamic_batching(run))
     config.parameters["sparse"].string_value = SPARSE
@@ -259,9 +260,8 @@ def create_repository(run: dict, converted: Path, out_config: Path,
     return f"ensemble ({sparse_served} sparse + {dense_served} dense)"
 
 
-def served_parts(config_pbtxt: Path) -> list[str]:
-    """The models an ensemble's steps name (empty for a single model)."""
-    config = read_config(config_pbtxt)
+def parts(config: mc.ModelConfig) -> list[str]:
+    """The models an ensemble config's steps name (empty for a single model)."""
     return [s.model_name for s in config.ensemble_scheduling.step]
 
 
@@ -328,7 +328,7 @@ def hps_repository(run: dict, sparse_dir: Path, meta: dict, repo: Path,
     sparse_input = settings(model)["sparse_input"]
     keys_config = mc.ModelConfig(
         name=keys, backend="python", max_batch_size=model["triton"]["max_batch_size"],
-        input=[tensor(mc.ModelInput, model["inputs"][_sparse_index(model)])],
+        input=[tensor(mc.ModelInput, model["inputs"][sparse_index(model)])],
         output=[mc.ModelOutput(name=HPS_KEYS, data_type=mc.TYPE_INT64, dims=[tables]),
                 mc.ModelOutput(name=HPS_NUMKEYS, data_type=mc.TYPE_INT32, dims=[1])],
         instance_group=[mc.ModelInstanceGroup(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)])

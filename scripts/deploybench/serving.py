@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -66,28 +66,30 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
     repo = Path(config_pbtxt).parent.parent
     # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
     on_cpu = checked["mismatch_allowed"] and not checked["devices"]
-    parts = ensemble.served_parts(config_pbtxt)
-    with tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
-        override = repository.load_override(repository.read_config(config_pbtxt),
-                                            static_batching, on_cpu)
+    config = repository.read_config(config_pbtxt)
+    parts = ensemble.parts(config)
+    override = repository.load_override(config, static_batching, on_cpu)
+    with ExitStack() as stack:
         if parts and override:  # the parts load from the repository: a scenario copy
+            scratch = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent))
             repo = repository.scenario_repository(repo, Path(scratch) / "repository",
                                                   static_batching, on_cpu)
             override = None
-        with TritonServer(runtime, repo, server_log, cfg["ports"],
-                          cfg["start_timeout_s"], cfg["load_timeout_s"]) as server:
-            server.load(name, override)
-            meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
-            config = repository.read_config(config_pbtxt)
-            described = {**runtime.describe(), "served_by": config.backend or config.platform}
-            if parts:
-                described["ensemble_parts"] = {
-                    part: _served_by(repo / part / "config.pbtxt") for part in parts}
-            yield server, provenance.collect(run, meta, checked, described)
+        server = stack.enter_context(TritonServer(
+            runtime, repo, server_log, cfg["ports"], cfg["start_timeout_s"],
+            cfg["load_timeout_s"]))
+        server.load(name, override)
+        meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
+        described = {**runtime.describe(), "served_by": _served_by(config)}
+        if parts:
+            described["ensemble_parts"] = {
+                part: _served_by(repository.read_config(repo / part / "config.pbtxt"))
+                for part in parts}
+        yield server, provenance.collect(run, meta, checked, described)
 
 
-def _served_by(config_pbtxt: Path) -> str:
-    config = repository.read_config(config_pbtxt)
+def _served_by(config) -> str:
     return config.backend or config.platform
 
 

@@ -41,13 +41,17 @@ STORAGE = "embeddings.npy"
 RANKING = "ranking.npy"
 
 
+def table_offsets(sizes) -> np.ndarray:
+    """Each table's first global row in the stacked storage."""
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
 def cached_rows(ranking: np.ndarray, sizes: list[int], fraction: float) -> np.ndarray:
     """Global rows of the cache: the first floor(fraction x rows) of each table's ranking."""
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"cache fraction must be within [0, 1], got {fraction}")
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     parts = [np.asarray(ranking[o:o + int(fraction * n)], dtype=np.int64)
-             for o, n in zip(offsets, sizes)]
+             for o, n in zip(table_offsets(sizes), sizes)]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
@@ -63,7 +67,7 @@ class HierarchicalEmbeddings:
         sparse_dir = Path(sparse_dir)
         meta = json.loads((sparse_dir / METADATA).read_text())
         self.sizes = np.asarray(meta["table_sizes"], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
+        self.offsets = table_offsets(self.sizes)
         self.dim = int(meta["embedding_dim"])
         self.storage = np.load(sparse_dir / STORAGE, mmap_mode="r")
         if self.storage.shape != (int(self.sizes.sum()), self.dim):
