@@ -1,6 +1,7 @@
 # Triton deployment benchmarks: model × GPU × backend × precision as file targets.
 #   snakemake -c2 results/tft/cpu/onnx_fp32/offline.csv
-# Step logic lives in the deploybench package (scripts/deploybench); rules wire files.
+# Rules wire files (paths from deploybench.layout); every rule's step is the function of
+# deploybench.steps named as the rule, run by scripts/run_step.py.
 from pathlib import Path
 
 from snakemake.utils import min_version, validate

@@ -1,6 +1,6 @@
 # The Triton server image: NGC Triton 24.10 (Triton 2.51, the version the embedded default
 # bundles) with its native backends (onnxruntime, tensorrt, pytorch, tensorflow, python),
-# plus what the python-backend fallback (scripts/deploybench/triton_python_model.py) imports
+# plus what the python-backend fallback (scripts/deploybench/served/python_model.py) imports
 # for the backend keys without a native backend (ts-trace-cg).
 #   docker build -f containers/server.Dockerfile -t deploybench-server .
 #   apptainer build deploybench-server.sif docker-daemon://deploybench-server:latest

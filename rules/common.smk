@@ -1,21 +1,20 @@
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from deploybench import layout
+from deploybench.backends import EXPORT_ARTIFACTS
 from deploybench.cluster import RESOURCES, job_resources
 from deploybench.config import Settings, step_spec
-from deploybench.formats import BACKENDS, EXPORT_ARTIFACTS
+from deploybench.device import DEVICE_STEPS, may_run_on_device
+from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
+from deploybench.served import bundled_code
 
 SETTINGS = Settings(config, root=Path(workflow.basedir))
-# The models Triton's python backend runs (copied into every model repository): a change
-# to them re-runs the repositories and what was measured on them.
-SERVED_CODE = sorted(
-    str(p) for p in (Path(workflow.basedir) / "scripts/deploybench").glob("triton_*model.py")
-)
+
 
 # Loose patterns: a key that matches them but is not configured is refused by the input
 # functions below with the list of valid keys, instead of "no rule to produce ...".
@@ -41,23 +40,30 @@ def measuring_threads():
         return 1
 
 
-def src(name):
-    """Output pattern of a per-model source artifact."""
-    return f"results/{{model}}/source/{name}"
+src = layout.source  # a per-model source artifact's pattern
+cfg = layout.configuration  # a per-configuration artifact's pattern
 
 
-def cfg(name):
-    """Output pattern of a per-configuration artifact."""
-    return f"results/{{model}}/{{gpu}}/{{backend}}_{{precision}}/{name}"
+def key_of(w):
+    return {"model": w.model, "gpu": w.gpu, "backend": w.backend, "precision": w.precision}
 
 
 def run_of(w):
+    """The resolved settings of a configuration (refuses an unknown or impossible key
+    with the valid ones)."""
     return SETTINGS.run(w.model, w.gpu, w.backend, w.precision)
 
 
+@lru_cache(maxsize=None)
+def _spec(model, gpu, backend, precision, step):
+    run = SETTINGS.run(model, gpu, backend, precision)
+    return json.dumps(step_spec(run, step), sort_keys=True)
+
+
 def spec(step):
-    """params: function giving the JSON settings a step depends on."""
-    return lambda w: json.dumps(step_spec(run_of(w), step), sort_keys=True)
+    """params: function giving the JSON settings a step depends on (a change to them
+    re-runs the job)."""
+    return lambda w: _spec(w.model, w.gpu, w.backend, w.precision, step)
 
 
 @lru_cache(maxsize=None)
@@ -69,64 +75,92 @@ def _job_resources(step, wildcards):
 
 def cluster_resources(step):
     """resources: of a rule's jobs on a cluster (deploybench.cluster): GPU, partition,
-    memory, runtime from the GPU registry and the config's `cluster` section."""
+    memory, runtime from the GPU registry and the config's `cluster` section. As values
+    where they cannot differ between jobs (planning evaluates a function per job): all of
+    them for a step never on the device, the sizes for one always on it."""
+    if not may_run_on_device(step):
+        fixed = job_resources(config["cluster"], SETTINGS.gpus, step)
+        return {name: value for name, value in fixed.items() if value is not None}
+    always = step in DEVICE_STEPS
+    fixed = config["cluster"]["resources"]["device"] if always else {}
+    per_job = [name for name in RESOURCES if name not in fixed]
     return {
-        name: (lambda wildcards, name=name: _job_resources(step, tuple(wildcards.items()))[name])
-        for name in RESOURCES
+        **fixed,
+        **{
+            name: (
+                lambda wildcards, name=name: _job_resources(step, tuple(wildcards.items()))[
+                    name
+                ]
+            )
+            for name in per_job
+        },
     }
 
 
+@lru_cache(maxsize=None)
+def _export_spec(model, dense):
+    """The export's settings; a dense part's export also reads the ensemble's tensors."""
+    settings = SETTINGS.split_export_settings if dense else SETTINGS.export_settings
+    return json.dumps(settings(model), sort_keys=True)
+
+
 def export_spec(w):
-    return json.dumps(SETTINGS.export_settings(w.model), sort_keys=True)
+    return _export_spec(w.model, False)
 
 
 def split_export_spec(w):
-    return json.dumps(SETTINGS.split_export_settings(w.model), sort_keys=True)
+    return _export_spec(w.model, True)
 
 
 def any_export_spec(w, output):
-    """The export's settings; a dense part's export also reads the ensemble's tensors."""
-    dense = Path(output[0]).parent.name.startswith("dense-")
-    return split_export_spec(w) if dense else export_spec(w)
+    return _export_spec(w.model, Path(output[0]).parent.name.startswith("dense-"))
 
 
-def run_path(w, name):
-    return f"results/{w.model}/{w.gpu}/{w.backend}_{w.precision}/{name}"
+@lru_cache(maxsize=None)
+def _plugin_code(model):
+    return digest(plugin_sources(SETTINGS.export_settings(model)["plugin"]))
+
+
+def plugin_code(w):
+    """The plug-in's code (a digest of its files): a change re-runs the model from its
+    weights."""
+    return _plugin_code(w.model)
+
+
+# The code a model repository bundles for Triton's python backend (a digest): a change
+# re-runs the repositories and what was measured on them.
+SERVED_CODE = digest(bundled_code())
 
 
 def data_dir(w):
     """The user's dataset when configured, else the generated one."""
     path = SETTINGS.export_settings(w.model)["data"]["path"]
-    return path if path else f"results/{w.model}/source/data"
+    return path if path else layout.fill(src("data"), model=w.model)
 
 
 def exported_path(w):
-    fmt = BACKENDS[run_of(w)["backend"]["key"]].export
-    return f"results/{w.model}/export/{fmt}/{EXPORT_ARTIFACTS[fmt]}"
+    fmt = run_of(w)["backend"]["export"]
+    return layout.fill(layout.export(fmt, EXPORT_ARTIFACTS[fmt]), model=w.model)
 
 
 def sparse_export(w):
     """The sparse part of a recommender (tables and their frequency ranking), exported
     once per model for its ensemble configurations (hps-* backends)."""
-    return f"results/{w.model}/export/sparse"
+    return layout.fill(layout.sparse(), model=w.model)
 
 
 def converted_path(w):
-    return run_path(w, f"converted/{run_of(w)['artifact']}")
-
-
-def config_pbtxt(w):
-    return run_path(w, f"model_repository/{w.model}/config.pbtxt")
+    return layout.fill(cfg(f"converted/{run_of(w)['artifact']}"), **key_of(w))
 
 
 def configuration_readme(key):
-    return "results/{model}/{gpu}/{backend}_{precision}/README.md".format(**key)
+    return layout.fill(cfg(layout.CONFIGURATION_REPORT), **key)
 
 
 def default_targets():
     readmes = [configuration_readme(t) for t in config["targets"]]
     models = sorted({t["model"] for t in config["targets"]})
-    return readmes + [f"results/{m}/README.md" for m in models]
+    return readmes + [layout.fill(layout.MODEL_REPORT, model=m) for m in models]
 
 
 def model_report_inputs(w):
@@ -135,7 +169,10 @@ def model_report_inputs(w):
     report also gathers, when it runs, every other configuration report already on disk
     (e.g. committed GPU results), without making them inputs this machine would rebuild."""
     defaults = [configuration_readme(t) for t in config["targets"] if t["model"] == w.model]
-    pattern = re.compile(rf"results/{re.escape(w.model)}/[^/]+/[^/]+/README\.md$")
-    requested = {m.group(0) for t in workflow.dag_settings.targets
-                 if (m := pattern.search(Path(t).as_posix()))}
+    pattern = layout.as_regex(cfg(layout.CONFIGURATION_REPORT), model=w.model)
+    requested = {
+        m.group(0)
+        for t in workflow.dag_settings.targets
+        if (m := pattern.search(Path(t).as_posix()))
+    }
     return sorted(set(defaults) | requested)

@@ -3,9 +3,9 @@
 
 rule convert:
     input:
-        exported_path,
+        exported=exported_path,
     output:
-        cfg("converted/{converted}"),
+        out=cfg("converted/{converted}"),
     params:
         spec=spec("convert"),
     resources:
@@ -13,82 +13,70 @@ rule convert:
     conda:
         "../envs/deploybench.yaml"
     log:
-        cfg("logs/convert_{converted}.log"),
+        log=cfg("logs/convert_{converted}.log"),
     benchmark:
         cfg("benchmarks/convert_{converted}.tsv")
-    shell:
-        "python -m deploybench convert --spec {params.spec:q} --exported {input} --out {output} > {log} 2>&1"
+    script:
+        "../scripts/run_step.py"
 
 
 # A SavedModel is a folder.
 use rule convert as convert_savedmodel with:
     output:
-        directory(cfg("converted/model.savedmodel")),
+        out=directory(cfg("converted/model.savedmodel")),
     log:
-        cfg("logs/convert_model.savedmodel.log"),
+        log=cfg("logs/convert_model.savedmodel.log"),
     benchmark:
         cfg("benchmarks/convert_model.savedmodel.tsv")
 
 
 # A sparse/dense ensemble (hps-*): the dense part converted beside the sparse storage.
-rule convert_ensemble:
+use rule convert as convert_ensemble with:
     input:
-        dense=exported_path,
+        exported=exported_path,
         sparse=sparse_export,
     output:
-        directory(cfg("converted/model.ensemble")),
-    params:
-        spec=spec("convert"),
-    resources:
-        **cluster_resources("convert"),
-    conda:
-        "../envs/deploybench.yaml"
+        out=directory(cfg("converted/model.ensemble")),
     log:
-        cfg("logs/convert_model.ensemble.log"),
+        log=cfg("logs/convert_model.ensemble.log"),
     benchmark:
         cfg("benchmarks/convert_model.ensemble.tsv")
-    shell:
-        "python -m deploybench convert --spec {params.spec:q} --exported {input.dense}"
-        " --sparse {input.sparse} --out {output} > {log} 2>&1"
 
 
 rule conversion_check:
     input:
         converted=converted_path,
-        eval=lambda w: f"results/{w.model}/source/eval.npz",
+        eval_set=src("eval.npz"),
     output:
-        cfg("conversion_check.csv"),
+        out=cfg("conversion_check.csv"),
     params:
-        spec=spec("check"),
+        spec=spec("conversion_check"),
     resources:
-        **cluster_resources("check"),
+        **cluster_resources("conversion_check"),
     conda:
         "../envs/deploybench.yaml"
     log:
-        cfg("logs/conversion_check.log"),
+        log=cfg("logs/conversion_check.log"),
     benchmark:
         cfg("benchmarks/conversion_check.tsv")
-    shell:
-        "python -m deploybench check --spec {params.spec:q} --converted {input.converted} --eval {input.eval}"
-        " --out {output} > {log} 2>&1"
+    script:
+        "../scripts/run_step.py"
 
 
 rule model_repository:
     input:
         converted=converted_path,
-        check=cfg("conversion_check.csv"),
-        code=SERVED_CODE,
+        conversion_check=cfg("conversion_check.csv"),
     output:
-        directory(cfg("model_repository")),
+        out=directory(cfg("model_repository")),
     params:
-        spec=spec("repository"),
-        config=lambda w, output: f"{output[0]}/{w.model}/config.pbtxt",
+        spec=spec("model_repository"),
+        code=SERVED_CODE,
     resources:
-        **cluster_resources("repository"),
+        **cluster_resources("model_repository"),
     conda:
         "../envs/deploybench.yaml"
     log:
-        cfg("logs/model_repository.log"),
-    shell:
-        "python -m deploybench repository --spec {params.spec:q} --artifact {input.converted}"
-        " --check {input.check} --out {params.config} > {log} 2>&1"
+        log=cfg("logs/model_repository.log"),
+    script:
+        "../scripts/run_step.py"

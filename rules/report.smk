@@ -10,23 +10,20 @@ rule plots:
         offline_latency=cfg("plots/offline_latency.png"),
         online_latency=cfg("plots/online_latency.png"),
     params:
-        spec=lambda w: json.dumps(dict(w.items())),
+        spec=lambda w: json.dumps(key_of(w)),
     resources:
         **cluster_resources("plots"),
     conda:
         "../envs/deploybench.yaml"
     log:
-        cfg("logs/plots.log"),
-    shell:
-        "python -m deploybench plots --spec {params.spec:q} --offline {input.offline} --online {input.online}"
-        " --offline-throughput {output.offline_throughput}"
-        " --offline-latency {output.offline_latency} --online-latency {output.online_latency}"
-        " > {log} 2>&1"
+        log=cfg("logs/plots.log"),
+    script:
+        "../scripts/run_step.py"
 
 
 rule configuration_report:
     input:
-        check=cfg("conversion_check.csv"),
+        conversion_check=cfg("conversion_check.csv"),
         accuracy=cfg("accuracy.csv"),
         offline=cfg("offline.csv"),
         online=cfg("online.csv"),
@@ -38,31 +35,24 @@ rule configuration_report:
         native=cfg("native.csv"),
         weights=src("weights.pt"),
     output:
-        cfg("README.md"),
+        out=cfg(layout.CONFIGURATION_REPORT),
     params:
-        spec=lambda w: json.dumps(
-            {"run": run_of(w), "dataset": data_dir(w)}, sort_keys=True
-        ),
+        spec=lambda w: json.dumps({"run": run_of(w), "dataset": data_dir(w)}, sort_keys=True),
     resources:
-        **cluster_resources("report"),
+        **cluster_resources("configuration_report"),
     conda:
         "../envs/deploybench.yaml"
     log:
-        cfg("logs/report.log"),
-    shell:
-        "python -m deploybench report --spec {params.spec:q} --check {input.check}"
-        " --accuracy {input.accuracy} --offline {input.offline} --online {input.online}"
-        " --offline-json {input.offline_json} --online-json {input.online_json}"
-        " --offline-throughput {input.offline_throughput}"
-        " --offline-latency {input.offline_latency} --online-latency {input.online_latency}"
-        " --native {input.native} --weights {input.weights} --out {output} > {log} 2>&1"
+        log=cfg("logs/configuration_report.log"),
+    script:
+        "../scripts/run_step.py"
 
 
 rule model_report:
     input:
-        model_report_inputs,
+        configs=model_report_inputs,
     output:
-        "results/{model}/README.md",
+        out=layout.MODEL_REPORT,
     params:
         spec=lambda w: json.dumps(
             {
@@ -72,11 +62,10 @@ rule model_report:
             }
         ),
     resources:
-        **cluster_resources("report"),
+        **cluster_resources("model_report"),
     conda:
         "../envs/deploybench.yaml"
     log:
-        "results/{model}/logs/model_report.log",
-    shell:
-        "python -m deploybench model-report --spec {params.spec:q} --out {output} --configs {input}"
-        " > {log} 2>&1"
+        log=f"{layout.MODEL}/logs/model_report.log",
+    script:
+        "../scripts/run_step.py"

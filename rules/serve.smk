@@ -1,5 +1,6 @@
-# Per configuration, on a running Triton: accuracy, offline and online performance.
-# `bench_slot` (1 in the profiles): two server jobs never share the device. Locally a
+# Per configuration, on a running Triton: accuracy, offline and online performance; and
+# the native (in-process) throughput beside them.
+# `bench_slot` (1 in the profiles): two measuring jobs never share the device. Locally a
 # measuring job also takes every core (measuring_threads), so that no export or
 # conversion runs beside it and skews the numbers; on a cluster it owns its
 # `cpus_per_task` instead (deploybench.cluster).
@@ -8,13 +9,12 @@
 rule accuracy:
     input:
         repository=cfg("model_repository"),
-        eval=lambda w: f"results/{w.model}/source/eval.npz",
+        eval_set=src("eval.npz"),
     output:
-        csv=cfg("accuracy.csv"),
-        report=cfg("accuracy.json"),
+        out_csv=cfg("accuracy.csv"),
+        out_json=cfg("accuracy.json"),
     params:
         spec=spec("accuracy"),
-        config=config_pbtxt,
     threads: measuring_threads()
     resources:
         bench_slot=1,
@@ -23,52 +23,62 @@ rule accuracy:
         "../envs/deploybench.yaml"
     log:
         log=cfg("logs/accuracy.log"),
-        server=cfg("logs/accuracy_server.log"),
+        server_log=cfg("logs/accuracy_server.log"),
     benchmark:
         cfg("benchmarks/accuracy.tsv")
-    shell:
-        "python -m deploybench accuracy --spec {params.spec:q} --config {params.config} --eval {input.eval}"
-        " --out {output.csv} --report {output.report} --server-log {log.server}"
-        " > {log.log} 2>&1"
+    script:
+        "../scripts/run_step.py"
 
 
-rule performance:
+rule offline:
     input:
         repository=cfg("model_repository"),
-        data=lambda w: f"results/{w.model}/source/perf_data.json",
+        perf_data=src("perf_data.json"),
         accuracy=cfg("accuracy.csv"),
     output:
-        csv=cfg("{scenario}.csv"),
-        report=cfg("{scenario}.json"),
-    wildcard_constraints:
-        scenario="offline|online",
+        out_csv=cfg("offline.csv"),
+        out_json=cfg("offline.json"),
     params:
-        spec=lambda w: spec(w.scenario)(w),
-        config=config_pbtxt,
+        spec=spec("offline"),
     threads: measuring_threads()
     resources:
         bench_slot=1,
-        **cluster_resources("offline"),  # offline and online alike
+        **cluster_resources("offline"),
     conda:
         "../envs/deploybench.yaml"
     log:
-        log=cfg("logs/{scenario}.log"),
-        perf=cfg("logs/{scenario}_perf_analyzer.log"),
-        server=cfg("logs/{scenario}_server.log"),
+        log=cfg("logs/offline.log"),
+        perf_log=cfg("logs/offline_perf_analyzer.log"),
+        server_log=cfg("logs/offline_server.log"),
     benchmark:
-        cfg("benchmarks/{scenario}.tsv")
-    shell:
-        "python -m deploybench {wildcards.scenario} --spec {params.spec:q} --config {params.config}"
-        " --data {input.data} --accuracy {input.accuracy} --out {output.csv}"
-        " --report {output.report} --log {log.perf} --server-log {log.server} > {log.log} 2>&1"
+        cfg("benchmarks/offline.tsv")
+    script:
+        "../scripts/run_step.py"
+
+
+use rule offline as online with:
+    output:
+        out_csv=cfg("online.csv"),
+        out_json=cfg("online.json"),
+    params:
+        spec=spec("online"),
+    resources:
+        bench_slot=1,
+        **cluster_resources("online"),
+    log:
+        log=cfg("logs/online.log"),
+        perf_log=cfg("logs/online_perf_analyzer.log"),
+        server_log=cfg("logs/online_server.log"),
+    benchmark:
+        cfg("benchmarks/online.tsv")
 
 
 rule native:
     input:
         converted=converted_path,
-        eval=lambda w: f"results/{w.model}/source/eval.npz",
+        eval_set=src("eval.npz"),
     output:
-        cfg("native.csv"),
+        out=cfg("native.csv"),
     params:
         spec=spec("native"),
     threads: measuring_threads()
@@ -78,9 +88,8 @@ rule native:
     conda:
         "../envs/deploybench.yaml"
     log:
-        cfg("logs/native.log"),
+        log=cfg("logs/native.log"),
     benchmark:
         cfg("benchmarks/native.tsv")
-    shell:
-        "python -m deploybench native --spec {params.spec:q} --converted {input.converted}"
-        " --eval {input.eval} --out {output} > {log} 2>&1"
+    script:
+        "../scripts/run_step.py"

@@ -18,6 +18,7 @@ device-cache hit rates, and a table-size sweep past the cache's memory.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -31,16 +32,20 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from deploybench import ensemble, repository, source, triton_runtime  # noqa: E402
+from deploybench import source_model  # noqa: E402
 from deploybench.config import Settings  # noqa: E402
-from deploybench.server import TritonServer  # noqa: E402
-from deploybench.triton_sparse_model import (  # noqa: E402
+from deploybench.ensemble import metrics as ensemble_metrics  # noqa: E402
+from deploybench.ensemble import parts as ensemble_parts  # noqa: E402
+from deploybench.ensemble import repository as ensemble_repository  # noqa: E402
+from deploybench.runners.embeddings import (  # noqa: E402
     METADATA,
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
     table_offsets,
 )
+from deploybench.triton import install  # noqa: E402
+from deploybench.triton.server import TritonServer  # noqa: E402
 
 FRACTIONS = [0.01, 0.05, 0.2, 0.5]
 
@@ -91,8 +96,8 @@ def hit_rates(args, configfiles, config: Settings) -> None:
     sparse = ROOT / f"results/{args.model}/export/sparse"
     eval_npz = ROOT / f"results/{args.model}/source/eval.npz"
     build([str(sparse.relative_to(ROOT)), str(eval_npz.relative_to(ROOT))], configfiles)
-    inputs, _, _ = source.load_eval(model, eval_npz)
-    ids = inputs[ensemble.sparse_index(model)]
+    inputs, _, _ = source_model.load_eval(model, eval_npz)
+    ids = inputs[ensemble_parts.sparse_index(model)]
     default = float(model["ensemble"]["cache_fraction"])
     print(f"\n## Device-cache hit rate: {args.model}, {len(ids):,} evaluation samples, rows "
           "ranked on the training split\n")
@@ -124,14 +129,14 @@ def synthetic_sparse(path: Path, rows: int, tables: int, dim: int, rng) -> list[
     return sizes
 
 
-def serve_sparse(runtime, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int],
+def serve_sparse(triton, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int],
                  dim: int) -> tuple[float, dict]:
     """Samples/s of the sparse model on a real Triton over `ids` [requests, batch, tables]
     (the first request checked against the table and left out of the timing), and its
     cache counters."""
     import tritonclient.grpc as grpcclient
 
-    with TritonServer(runtime, tmp / "repo", tmp / "server.log") as server:
+    with TritonServer(triton, tmp / "repo", tmp / "server.log") as server:
         server.load("sparse")
         client = grpcclient.InferenceServerClient(server.grpc_url)
 
@@ -151,18 +156,18 @@ def serve_sparse(runtime, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int
         for request_ids in ids[1:]:
             infer(request_ids)
         rate = batch * (len(ids) - 1) / (time.perf_counter() - start)
-        return rate, ensemble.cache_counters(server.metrics())
+        return rate, ensemble_metrics.cache_counters(server.metrics())
 
 
 def sweep(args, config: Settings) -> None:
-    run = config.run(args.model, "cpu", "hps-onnx", "fp32")
+    run = copy.deepcopy(config.run(args.model, "cpu", "hps-onnx", "fp32"))  # edited below
     model = run["model"]
     tables = len(model["hparams"].get("cardinalities", [])) or 26
     dim = int(model["hparams"]["embedding_dim"])
     cache_rows = args.cache_mb * 2**20 // (dim * 4)
     batch, requests = args.sweep_batch, args.sweep_requests
     rng = np.random.default_rng(0)
-    runtime = triton_runtime.prepare()
+    triton = install.prepare()
     print(f"\n## Table-size sweep: {tables} tables x {dim} FP32, device cache "
           f"{args.cache_mb} MiB, Triton sparse model ({run['gpu']['key']}), batch {batch}\n")
     print("| rows | tables MiB | tables/cache | cache fraction | hit rate | samples/s | "
@@ -174,20 +179,15 @@ def sweep(args, config: Settings) -> None:
             tmp = Path(tmp)
             sizes = synthetic_sparse(tmp / "sparse", rows, tables, dim, rng)
             fraction = min(1.0, cache_rows / sum(sizes))
-            meta = ensemble.read_metadata(tmp / "sparse")
+            meta = ensemble_parts.read_metadata(tmp / "sparse")
             run["model"]["ensemble"] = {**model["ensemble"], "cache_fraction": fraction}
             run["model"]["triton"] = {**model["triton"], "max_batch_size": batch,
                                       "preferred_batch_sizes": [batch]}
-            version = tmp / "repo/sparse/1"
-            version.mkdir(parents=True)
-            (version / "model.py").write_bytes(ensemble.SPARSE_MODEL.read_bytes())
-            ensemble.link_tree(tmp / "sparse", version / "sparse")
-            repository.write_config(ensemble.sparse_config("sparse", run, meta),
-                                    version.parent / "config.pbtxt")
+            ensemble_repository.sparse_model(run, tmp / "sparse", meta, tmp / "repo", "sparse")
             # Criteo-like skew: id = size x u^3 (a tenth of the rows take ~46% of lookups)
             ids = np.floor(np.asarray(sizes) * rng.random((requests, batch, tables)) ** 3)
             ids = ids.astype(np.int64)
-            rate, cache = serve_sparse(runtime, tmp, model["ensemble"], ids, sizes, dim)
+            rate, cache = serve_sparse(triton, tmp, model["ensemble"], ids, sizes, dim)
         first = first or rate
         mib = sum(sizes) * dim * 4 / 2**20
         print(f"| {sum(sizes):,} | {mib:,.0f} | {mib / args.cache_mb:.2f} | {fraction:.4f} | "

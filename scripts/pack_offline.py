@@ -119,7 +119,7 @@ def fetch_wheel(dist: md.Distribution, python: str, site: Path, tmp: Path) -> No
 
 
 def pack_triton(python: str, site: Path, bin_dir: Path) -> None:
-    from deploybench.triton_runtime import _package_dir  # no import: pytriton's deps are absent
+    from deploybench.triton.install import _package_dir  # no import: pytriton's deps are absent
 
     pkg = _package_dir("pytriton")
     server = pkg / "tritonserver"

@@ -8,4 +8,4 @@ python3 -m venv .venv
 .venv/bin/pip install -q torch==2.13.0  # the CPU build; a plain 'torch' pulls CUDA (GBs)
 .venv/bin/pip install -q -e '.[test,cluster,tf]'  # cluster: the Slurm test's executor; tf: TF models
 .venv/bin/pip install -q --no-deps nvidia-pytriton==0.7.0
-.venv/bin/python -c "import deploybench.triton_runtime as r; print('Triton runtime:', r.prepare().describe())"
+.venv/bin/python -c "from deploybench.triton import install; print('Triton:', install.prepare().describe())"

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,14 @@ def snakemake(workdir: Path, *args: str, check: bool = True,
         raise AssertionError(f"snakemake failed:\n{result.stdout[-4000:]}\n"
                              f"{result.stderr[-6000:]}\n{logs}")
     return result
+
+
+def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
+    """rule -> count of a dry-run's job table."""
+    table = re.search(r"^job\s+count\n-+\s+-+\n(.*?)^total", result.stdout, re.M | re.S)
+    if not table:
+        return {}
+    return {line.split()[0]: int(line.split()[1]) for line in table.group(1).splitlines()}
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from deploybench.models import bert, bert_data, bert_squad
+from deploybench.models import bert
+from deploybench.models.bert import data as bert_data
+from deploybench.models.bert import squad as bert_squad
 
 TINY = {
     "vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,

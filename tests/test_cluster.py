@@ -20,7 +20,7 @@ def resources(settings, step, gpu=None, backend="onnx", precision="fp32", cluste
 
 def test_a_device_step_on_a_gpu_key_asks_for_one_gpu_of_its_type(settings):
     device = CLUSTER["resources"]["device"]
-    for step in ("check", "accuracy", "offline", "online", "native"):
+    for step in ("conversion_check", "accuracy", "offline", "online", "native"):
         assert resources(settings, step, "a30") == {
             "slurm_partition": "a30", "gpu": 1, "gpu_model": "a30", "gpu_manufacturer": "nvidia",
             **device}
@@ -31,7 +31,8 @@ def test_a_device_step_on_a_gpu_key_asks_for_one_gpu_of_its_type(settings):
     assert "gpu" not in resources(settings, "convert", "t4", "onnx", "fp32")
 
 
-@pytest.mark.parametrize("step", ["weights", "export", "repository", "plots", "report"])
+@pytest.mark.parametrize("step", ["weights", "export", "model_repository", "plots",
+                                  "configuration_report"])
 def test_jobs_without_a_device_ask_for_no_gpu(settings, step):
     assert resources(settings, step) == CLUSTER["resources"]["default"]
     assert resources(settings, step, "a30") == CLUSTER["resources"]["default"]
@@ -55,11 +56,12 @@ def test_placement_is_not_a_setting_of_any_step(tmp_path):
     assert a == b and "slurm" not in a["gpu"]
 
 
+@pytest.mark.e2e
 def test_rules_carry_the_resources(tmp_path):
     """The dry-run's resources of a GPU target: the registry's placement, no bench_slot
     needed by the cluster, and no GPU for the export."""
     out = snakemake(tmp_path, "-n", "results/tft-tiny/a30/trt_fp16/offline.csv").stdout
     jobs = dict(re.findall(r"^rule (\w+):.*?^    resources: ([^\n]*)", out, re.M | re.S))
-    assert "slurm_partition=a30" in jobs["performance"] and "gpu_model=a30" in jobs["performance"]
+    assert "slurm_partition=a30" in jobs["offline"] and "gpu_model=a30" in jobs["offline"]
     assert "gpu_model=a30" in jobs["convert"]  # the TensorRT build
     assert "gpu" not in jobs["export"] and "slurm" not in jobs["export"]

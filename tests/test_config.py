@@ -81,19 +81,19 @@ def test_a_server_kind_without_its_location_is_refused(kind, missing):
 def test_a_container_server_runs_the_image_with_gpus_and_the_workdir(tmp_path, monkeypatch):
     """The container kind starts through the same TritonServer code path: only the argv
     prefix differs (the engine itself is not on this machine)."""
-    from deploybench import triton_runtime
-    from deploybench.server import TritonServer
+    from deploybench.triton import install
+    from deploybench.triton.server import TritonServer
 
-    which = triton_runtime.shutil.which
-    monkeypatch.setattr(triton_runtime.shutil, "which", lambda name: f"/usr/bin/{name}"
+    which = install.shutil.which
+    monkeypatch.setattr(install.shutil, "which", lambda name: f"/usr/bin/{name}"
                         if name in ("apptainer", "docker") else which(name))
-    runtime = triton_runtime.container("docker://img", "apptainer", tmp_path)
-    argv = TritonServer(runtime, tmp_path / "repo", tmp_path / "log")._command()
+    container = install.container("docker://img", "apptainer", tmp_path)
+    argv = TritonServer(container, tmp_path / "repo", tmp_path / "log")._command()
     assert argv[:5] == ["apptainer", "exec", "--nv", "--bind", str(tmp_path.resolve())]
     assert argv[5:7] == ["docker://img", "/opt/tritonserver/bin/tritonserver"]
     assert f"--model-repository={(tmp_path / 'repo').resolve()}" in argv
     assert "--backend-directory=/opt/tritonserver/backends" in argv
-    docker = triton_runtime.container("img", "docker", tmp_path)
+    docker = install.container("img", "docker", tmp_path)
     assert docker.launcher[:2] == ("docker", "run") and "--gpus" in docker.launcher
 
 
@@ -120,8 +120,12 @@ def test_the_pytorch_path_never_imports_tensorflow():
 
     code = (
         "import sys\n"
-        "from deploybench import (check, cli, convert, ensemble, export, native, plugins,\n"
-        "                         repository, report, serving, source)\n"
+        "import deploybench.steps.accuracy, deploybench.steps.conversion_check\n"
+        "import deploybench.steps.convert, deploybench.steps.export\n"
+        "import deploybench.steps.model_repository, deploybench.steps.native\n"
+        "import deploybench.steps.performance, deploybench.steps.report\n"
+        "import deploybench.steps.source, deploybench.artifacts, deploybench.serving\n"
+        "from deploybench import plugins\n"
         "for name in ('tft', 'bert', 'fastpitch'):\n"
         "    plugins.load(name)\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in\n"

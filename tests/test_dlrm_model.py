@@ -12,8 +12,9 @@ import yaml
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from deploybench.models import dlrm, dlrm_data  # noqa: E402
-from deploybench.models.dlrm_net import DenseDCNv2, DenseDLRM, SparseEmbeddings  # noqa: E402
+from deploybench.models import dlrm  # noqa: E402
+from deploybench.models.dlrm import data as dlrm_data  # noqa: E402
+from deploybench.models.dlrm.net import DenseDCNv2, DenseDLRM, SparseEmbeddings  # noqa: E402
 
 TINY_CONFIG = yaml.safe_load(
     (Path(__file__).parent / "config/models/dlrm-tiny.yaml").read_text())

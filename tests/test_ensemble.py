@@ -1,6 +1,6 @@
 """The recommender ensemble (backends hps-*): the hierarchical embedding storage against
 the full tables, the sparse export, and the generated ensemble repositories (python,
-native and Merlin HPS servers) parsed back and wired end to end."""
+framework-backend and Merlin HPS servers) parsed back and wired end to end."""
 
 import json
 
@@ -9,15 +9,19 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from deploybench import ensemble, repository
+from deploybench import artifacts, source_model
 from deploybench.config import ConfigError
-from deploybench.triton_sparse_model import (
+from deploybench.ensemble import artifact as ensemble_artifact
+from deploybench.ensemble import metrics as ensemble_metrics
+from deploybench.ensemble import parts as ensemble_parts
+from deploybench.runners.embeddings import (
     METADATA,
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
     cached_rows,
 )
+from deploybench.triton import config as triton_config
 
 SIZES = [50, 7, 1000, 1]
 DIM = 4
@@ -87,29 +91,29 @@ def test_hit_rates_from_the_metrics_text():
         'deploybench_embedding_cache_hits_total{model="m-sparse",table="0"} 10',
         'nv_inference_count{model="m",version="1"} 5',
     ])
-    assert ensemble.cache_counters(text) == {
+    assert ensemble_metrics.cache_counters(text) == {
         "lookups": 200, "cache_hits": 40, "hit_rate": 0.2, "per_table_hit_rate": [0.1, 0.3]}
-    assert ensemble.cache_counters('nv_inference_count{model="m",version="1"} 5') is None
+    assert ensemble_metrics.cache_counters('nv_inference_count{model="m",version="1"} 5') is None
 
 
 def test_sparse_export_keeps_the_tables_and_ranks_rows_by_frequency(settings, tmp_path):
     pytest.importorskip("tensorflow")
-    from deploybench import source
+    from deploybench.steps import source
 
     model = settings.split_export_settings("dlrm-tiny")
     weights, data = tmp_path / "weights.pt", tmp_path / "data"
-    source.make_weights(model, weights)
+    source.weights(model, weights)
     source.generate_data(model, data)
-    ensemble.export_sparse(model, weights, data, tmp_path / "sparse")
+    ensemble_artifact.export_sparse(model, weights, data, tmp_path / "sparse")
 
-    tables, _ = ensemble.split_model(model, source.load_model(model, weights))
+    tables, _ = ensemble_parts.split_model(model, source_model.load(model, weights))
     storage = np.load(tmp_path / "sparse" / STORAGE)
     np.testing.assert_array_equal(storage, np.concatenate(tables))
-    meta = ensemble.read_metadata(tmp_path / "sparse")
+    meta = ensemble_parts.read_metadata(tmp_path / "sparse")
     assert meta["table_sizes"] == [len(t) for t in tables] and meta["embedding_dim"] == 8
     assert meta["frequency_split"] == "train" and meta["frequency_samples"] == 64
 
-    from deploybench.models import dlrm_data
+    from deploybench.models.dlrm import data as dlrm_data
 
     _, _, ids, _ = dlrm_data.load(str(data), "train", None)
     ranking = np.load(tmp_path / "sparse" / RANKING)
@@ -125,7 +129,7 @@ def test_sparse_export_keeps_the_tables_and_ranks_rows_by_frequency(settings, tm
 def dense_onnx(path, run, meta):
     """A stand-in dense graph with the dense part's tensors (the repository reads them)."""
     types = {"INT64": TensorProto.INT64, "FP32": TensorProto.FLOAT}
-    inputs = ensemble.dense_inputs(run["model"], meta)
+    inputs = ensemble_parts.dense_inputs(run["model"], meta)
     graph = helper.make_graph(
         [helper.make_node("Concat", [t["name"] for t in inputs], ["cat"], axis=1),
          helper.make_node("ReduceSum", ["cat"], ["DENSE_OUTPUT"], axes=[1], keepdims=1)],
@@ -148,8 +152,8 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
     run = settings.run("dlrm-tiny", gpu, backend, "fp32")
     converted = tmp_path / "model.ensemble"
     sparse_dir(converted / "sparse", sizes=[50] * 26, dim=8)
-    meta = ensemble.read_metadata(converted / "sparse")
-    drun = ensemble.dense_run(run, meta)
+    meta = ensemble_parts.read_metadata(converted / "sparse")
+    drun = ensemble_parts.dense_run(run, meta)
     (converted / "dense").mkdir()
     artifact = converted / "dense" / drun["artifact"]
     if artifact.suffix == ".onnx":
@@ -160,10 +164,10 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
     else:
         artifact.write_bytes(b"stand-in plan")
     repo = tmp_path / "repo"
-    served = repository.create(run, converted, repo / "dlrm-tiny" / "config.pbtxt",
-                               SERVERS[server])
+    served = artifacts.repository(run, converted, repo / "dlrm-tiny" / "config.pbtxt",
+                                  SERVERS[server])
 
-    configs = {p.parent.name: repository.read_config(p) for p in repo.glob("*/config.pbtxt")}
+    configs = {p.parent.name: triton_config.read(p) for p in repo.glob("*/config.pbtxt")}
     top = configs.pop("dlrm-tiny")
     assert top.platform == "ensemble" and top.max_batch_size == 64
     assert [t.name for t in top.input] == ["numerical_features", "categorical_features"]
@@ -181,12 +185,12 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
 
     steps = [s.model_name for s in top.ensemble_scheduling.step]
     assert steps[-1] == "dlrm-tiny-dense"
-    dense = repository.read_config(repo / "dlrm-tiny-dense" / "config.pbtxt")
+    dense = triton_config.read(repo / "dlrm-tiny-dense" / "config.pbtxt")
     lookup = next(t for t in dense.input if t.name == "LOOKUP_VECTORS")
     assert list(lookup.dims) == [26 * 8]
     if server == "hps":
         assert steps == ["dlrm-tiny-sparse-keys", "dlrm-tiny-sparse", "dlrm-tiny-dense"]
-        assert repository.read_config(repo / "dlrm-tiny-sparse/config.pbtxt").backend == "hps"
+        assert triton_config.read(repo / "dlrm-tiny-sparse/config.pbtxt").backend == "hps"
         hps = json.loads((repo / "dlrm-tiny-sparse/sparse.json").read_text())["models"][0]
         assert hps["gpucacheper"] == 0.1 and hps["embedding_vecsize_per_table"] == [8]
         assert hps["maxnum_catfeature_query_per_table_per_sample"] == [26]
@@ -195,14 +199,14 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
         np.testing.assert_array_equal(np.fromfile(files / "key", np.int64), np.arange(26 * 50))
         assert served.startswith("ensemble (Merlin HPS sparse")
     else:
-        sparse = repository.read_config(repo / "dlrm-tiny-sparse/config.pbtxt")
+        sparse = triton_config.read(repo / "dlrm-tiny-sparse/config.pbtxt")
         assert sparse.backend == "python"
         assert sparse.parameters["cache_fraction"].string_value == "0.1"
         assert (repo / "dlrm-tiny-sparse/1/sparse" / STORAGE).is_file()
         assert served.startswith("ensemble (python sparse")
-    native = {"embedded": "python", "ngc": drun["backend"]["native"]}.get(server)
-    if native:
-        assert dense.backend == native or dense.platform.startswith(native), dense
+    serving = {"embedded": "python", "ngc": drun["backend"]["triton_backend"]}.get(server)
+    if serving:
+        assert dense.backend == serving or dense.platform.startswith(serving), dense
 
 
 def test_an_ensemble_needs_a_model_with_an_ensemble_section(settings):
@@ -220,14 +224,17 @@ def test_the_offline_scenario_serves_a_static_copy_of_the_repository(settings, t
     converted = tmp_path / "model.ensemble"
     sparse_dir(converted / "sparse", sizes=[50] * 26, dim=8)
     (converted / "dense").mkdir()
-    dense_onnx(converted / "dense/model.onnx", run, ensemble.read_metadata(converted / "sparse"))
+    dense_onnx(converted / "dense/model.onnx", run,
+               ensemble_parts.read_metadata(converted / "sparse"))
     repo = tmp_path / "repo"
-    repository.create(run, converted, repo / "dlrm-tiny/config.pbtxt", ["python"])
+    artifacts.repository(run, converted, repo / "dlrm-tiny/config.pbtxt", ["python"])
 
-    copy = repository.scenario_repository(repo, tmp_path / "offline", True, False)
+    copy, override = artifacts.scenario(repo, repo / "dlrm-tiny/config.pbtxt",
+                                        tmp_path / "offline", True, False)
+    assert copy == tmp_path / "offline" and override is None
     for model in ("dlrm-tiny", "dlrm-tiny-sparse", "dlrm-tiny-dense"):
-        written = repository.read_config(repo / model / "config.pbtxt")
-        served = repository.read_config(copy / model / "config.pbtxt")
+        written = triton_config.read(repo / model / "config.pbtxt")
+        served = triton_config.read(copy / model / "config.pbtxt")
         assert not served.HasField("dynamic_batching")
         written.ClearField("dynamic_batching")
         assert served == written

@@ -11,8 +11,10 @@ import torch
 import yaml
 
 from deploybench.config import validate
-from deploybench.models import fastpitch, fastpitch_data, fastpitch_text
-from deploybench.models.fastpitch_net import FastPitch
+from deploybench.models import fastpitch
+from deploybench.models.fastpitch import data as fastpitch_data
+from deploybench.models.fastpitch import text as fastpitch_text
+from deploybench.models.fastpitch.net import FastPitch
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = yaml.safe_load((ROOT / "config/models/fastpitch.yaml").read_text())["hparams"]

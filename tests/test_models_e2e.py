@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, snakemake
+from conftest import ROOT, TINY, planned_jobs, snakemake
 from deploybench.device import gpu_names
-from deploybench.perf import COLUMNS
-from deploybench.report import markdown_table
+from deploybench.steps.report import markdown_table
+from deploybench.tables import PERF_COLUMNS as COLUMNS
+
+pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 
 MODELS = ROOT / "tests/config/models"
 BERT = "results/bert-tiny/cpu/onnx_fp32"
@@ -28,14 +30,6 @@ FASTPITCH_METRICS = {
     "at_max_frames_fraction", "length_mismatch_fraction", "duration_mean", "pitch_mean",
     "truncated_text_fraction",
 }
-
-
-def planned_jobs(result) -> dict[str, int]:
-    """rule -> count of a dry-run's job table (as in test_pipeline)."""
-    table = re.search(r"^job\s+count\n-+\s+-+\n(.*?)^total", result.stdout, re.M | re.S)
-    if not table:
-        return {}
-    return {line.split()[0]: int(line.split()[1]) for line in table.group(1).splitlines()}
 
 
 def model_config(name: str) -> dict:
@@ -98,7 +92,7 @@ def check_configuration(work, run_dir: str, model: str) -> pd.DataFrame:
         assert re.fullmatch(r"\d+\.\d+\.\d+", prov[scenario]["triton"]["version"])
         tritonclient = prov[scenario]["packages"]["tritonclient"]
         assert prov[scenario]["perf_analyzer"] == f"tritonclient {tritonclient} wheel"
-        assert prov[scenario]["runtime"]["perf_analyzer"].endswith("perf_analyzer")
+        assert prov[scenario]["server"]["perf_analyzer"].endswith("perf_analyzer")
         assert prov[scenario]["device_check"]["gpu_key"] == "cpu"
         assert prov[scenario]["device_check"]["mismatch_allowed"] is False
     assert prov["offline"]["triton"] == prov["online"]["triton"]
@@ -119,7 +113,7 @@ def test_bert_tiny_end_to_end(built):
     accuracy = check_configuration(built, BERT, "bert-tiny")
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert set(metrics.index) == BERT_METRICS
-    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-6).all(), metrics
+    assert ((metrics["triton"] - metrics["source"]).abs() < 1e-6).all(), metrics
     assert 0 <= metrics.loc["exact_match", "triton"] <= metrics.loc["f1", "triton"] <= 100
     assert set(accuracy["kind"]) == {"metric", "deviation"}  # no integer outputs
 
@@ -128,7 +122,7 @@ def test_dlrm_tiny_end_to_end_from_a_savedmodel(built):
     accuracy = check_configuration(built, DLRM, "dlrm-tiny")
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert set(metrics.index) == {"auc", "log_loss"}
-    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
+    assert ((metrics["triton"] - metrics["source"]).abs() < 1e-5).all(), metrics
     assert 0 <= metrics.loc["auc", "triton"] <= 1
     served = built / DLRM / "model_repository/dlrm-tiny/1/model.savedmodel"
     assert (served / "saved_model.pb").is_file()  # a SavedModel folder, as Triton's own
@@ -138,7 +132,7 @@ def test_dcnv2_tiny_end_to_end_through_tf2onnx(built):
     accuracy = check_configuration(built, DCNV2, "dcnv2-tiny")
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert set(metrics.index) == {"auc", "log_loss"}
-    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
+    assert ((metrics["triton"] - metrics["source"]).abs() < 1e-5).all(), metrics
 
 
 def test_dlrm_tiny_ensemble_end_to_end(built):
@@ -146,7 +140,7 @@ def test_dlrm_tiny_ensemble_end_to_end(built):
     Triton ensemble, with the device cache's hit rate in every report."""
     accuracy = check_configuration(built, DLRM_ENSEMBLE, "dlrm-tiny")
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
-    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-5).all(), metrics
+    assert ((metrics["triton"] - metrics["source"]).abs() < 1e-5).all(), metrics
     # the same AUC as the single model: the ensemble serves the same function
     single = pd.read_csv(built / DLRM / "accuracy.csv").set_index("name")
     assert abs(metrics.loc["auc", "triton"] - single.loc["auc", "triton"]) < 1e-6
@@ -156,7 +150,7 @@ def test_dlrm_tiny_ensemble_end_to_end(built):
     cache = report["embedding_cache"]
     assert cache["lookups"] == 26 * report["samples"]  # one lookup per table and sample
     assert 0 < cache["hit_rate"] < 1 and len(cache["per_table_hit_rate"]) == 26
-    parts = report["provenance"]["runtime"]["ensemble_parts"]
+    parts = report["provenance"]["server"]["ensemble_parts"]
     assert parts == {"dlrm-tiny-sparse": "python", "dlrm-tiny-dense": "python"}
     for scenario in ("offline", "online"):
         cache = json.loads((run / f"{scenario}.json").read_text())["embedding_cache"]
@@ -177,7 +171,7 @@ def test_widedeep_tiny_end_to_end_through_tf2onnx(built):
     accuracy = check_configuration(built, WIDEDEEP, "widedeep-tiny")
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert list(metrics.index) == ["map_at_12"]
-    assert abs(metrics.loc["map_at_12", "triton"] - metrics.loc["map_at_12", "native"]) < 1e-6
+    assert abs(metrics.loc["map_at_12", "triton"] - metrics.loc["map_at_12", "source"]) < 1e-6
     assert 0 < metrics.loc["map_at_12", "triton"] <= 1
 
 
@@ -185,7 +179,7 @@ def test_fastpitch_tiny_end_to_end(built):
     accuracy = check_configuration(built, FASTPITCH, "fastpitch-tiny")
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert set(metrics.index) == FASTPITCH_METRICS
-    assert ((metrics["triton"] - metrics["native"]).abs() < 1e-6).all(), metrics
+    assert ((metrics["triton"] - metrics["source"]).abs() < 1e-6).all(), metrics
     total = metrics.loc["mel_frames_total", "triton"]
     assert total == int(total) > 0
     # The mel lengths (OUTPUT__1, INT64): every sample's length as the source model's.
@@ -206,7 +200,7 @@ GPU_TARGETS = [
 def test_gpu_keys_of_the_new_models_dry_run(built):
     result = snakemake(built, "-n", *GPU_TARGETS)
     jobs = planned_jobs(result)
-    assert jobs["performance"] == 2 * len(GPU_TARGETS), jobs
+    assert jobs["offline"] == jobs["online"] == len(GPU_TARGETS), jobs
     assert jobs["configuration_report"] == jobs["accuracy"] == len(GPU_TARGETS), jobs
     # The CPU build's weights, data and exports are reused: only FastPitch's ONNX is new.
     assert "weights" not in jobs and "eval_set" not in jobs and jobs["export"] == 1, jobs

@@ -3,25 +3,18 @@ perf_analyzer, and the incremental behaviour of re-runs."""
 
 import json
 import os
-import re
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, snakemake
-from deploybench.perf import COLUMNS
-from deploybench.repository import read_config
+from conftest import ROOT, TINY, planned_jobs, snakemake
+from deploybench.tables import PERF_COLUMNS as COLUMNS
+from deploybench.triton.config import read as read_config
+
+pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 
 RUN = "results/tft-tiny/cpu/onnx_fp32"
-
-
-def planned_jobs(result) -> dict[str, int]:
-    """rule -> count of a dry-run's job table."""
-    table = re.search(r"^job\s+count\n-+\s+-+\n(.*?)^total", result.stdout, re.M | re.S)
-    if not table:
-        return {}
-    return {line.split()[0]: int(line.split()[1]) for line in table.group(1).splitlines()}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +38,7 @@ def test_full_build_produces_every_artifact(built):
     accuracy = pd.read_csv(run / "accuracy.csv")
     metrics = accuracy[accuracy["kind"] == "metric"]
     assert set(metrics["name"]) == {"p10_risk", "p50_risk", "p90_risk"}
-    assert (metrics["triton"] - metrics["native"]).abs().max() < 1e-4
+    assert (metrics["triton"] - metrics["source"]).abs().max() < 1e-4
     assert accuracy[accuracy["kind"] == "deviation"]["passed"].all()
 
     offline = pd.read_csv(run / "offline.csv")
@@ -95,7 +88,7 @@ def test_online_concurrency_change_reruns_only_online_and_dependants(built, tmp_
     model["online"]["concurrency"] = [1, 2, 3]
     (models / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
     jobs = planned_jobs(snakemake(built, "-n", "--config", f"models_dir={models}"))
-    assert jobs == {"performance": 1, "plots": 1, "configuration_report": 1,
+    assert jobs == {"online": 1, "plots": 1, "configuration_report": 1,
                     "model_report": 1, "all": 1}, jobs
     result = snakemake(built, "-n", "--config", f"models_dir={models}")
     assert f"output: {RUN}/online.csv" in result.stdout
@@ -104,7 +97,7 @@ def test_online_concurrency_change_reruns_only_online_and_dependants(built, tmp_
 
 def test_model_code_change_reruns_from_export(built):
     # Snakemake compares checksums, not only times: the code must really change.
-    source = ROOT / "scripts/deploybench/models/tft_net.py"
+    source = ROOT / "scripts/deploybench/models/tft/net.py"
     original, stat = source.read_bytes(), source.stat()
     try:
         source.write_bytes(original + b"\n# a code change\n")
@@ -113,7 +106,7 @@ def test_model_code_change_reruns_from_export(built):
         source.write_bytes(original)
         os.utime(source, (stat.st_atime, stat.st_mtime))
     for rule in ("weights", "generate_data", "eval_set", "export", "convert",
-                 "conversion_check", "accuracy", "performance", "configuration_report"):
+                 "conversion_check", "accuracy", "offline", "online", "configuration_report"):
         assert rule in jobs, (rule, jobs)
 
 
@@ -128,7 +121,7 @@ def test_unknown_keys_fail_early_with_the_valid_ones(built):
 
 def test_gpu_targets_dry_run_but_are_refused_on_this_machine(built):
     target = "results/tft-tiny/a30/trt_fp16/offline.csv"
-    assert planned_jobs(snakemake(built, "-n", target))["performance"] == 1
+    assert planned_jobs(snakemake(built, "-n", target))["offline"] == 1
     run = built / "results/tft-tiny/a30/ts-trace_fp32"
     result = snakemake(built, str(run.relative_to(built) / "accuracy.csv"), check=False)
     assert result.returncode != 0

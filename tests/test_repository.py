@@ -1,5 +1,5 @@
-"""Generated Triton model configs, python-backend and native, for every model × format,
-parsed back with Triton's own ModelConfig protobuf."""
+"""Generated Triton model configs, python-backend and framework-backend, for every model ×
+format, parsed back with Triton's own ModelConfig protobuf."""
 
 import onnx
 import pytest
@@ -8,11 +8,12 @@ from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
 from conftest import ROOT
-from deploybench import repository
+from deploybench.backends import BACKENDS
 from deploybench.config import Settings
-from deploybench.formats import BACKENDS
+from deploybench.triton import config as triton_config
+from deploybench.triton import repository
 
-NATIVE_SERVER = ["onnxruntime", "python", "pytorch", "tensorflow", "tensorrt"]  # NGC's
+NGC_SERVER = ["onnxruntime", "python", "pytorch", "tensorflow", "tensorrt"]  # NGC's
 PLATFORMS = {"tensorrt": "tensorrt_plan", "tensorflow": "tensorflow_savedmodel"}
 
 
@@ -41,16 +42,16 @@ def test_every_config_parses_back_with_the_protobuf(all_settings, tmp_path):
         key = run["key"]
         if run["backend"].get("dense"):  # ensembles: tests/test_ensemble.py
             continue
-        for available in (["python"], NATIVE_SERVER):
+        for available in (["python"], NGC_SERVER):
             try:
-                backend = repository.served_by(run, available)
-                config = repository.build_config(key["model"], run, backend)
-            except ValueError as err:  # FP16 TorchScript with FP32 inputs, natively
+                backend = repository.choose_backend(run, available)
+                config = triton_config.model_config(key["model"], run, backend)
+            except ValueError as err:  # FP16 TorchScript with FP32 inputs, in pytorch
                 assert "use server.serve_with: python" in str(err)
                 continue
             path = tmp_path / "config.pbtxt"
-            repository.write_config(config, path)
-            parsed = repository.read_config(path)
+            triton_config.write(config, path)
+            parsed = triton_config.read(path)
             assert parsed == config
             assert parsed.max_batch_size == run["model"]["triton"]["max_batch_size"]
             kind = parsed.instance_group[0].kind
@@ -61,51 +62,52 @@ def test_every_config_parses_back_with_the_protobuf(all_settings, tmp_path):
     backends = {b for m in all_settings.models.values() for b in m["backends"]
                 if not BACKENDS[b].dense}
     expected = {(b, "python") for b in backends}
-    expected |= {(b, PLATFORMS.get(BACKENDS[b].native, BACKENDS[b].native))
-                 for b in backends if BACKENDS[b].native}
+    expected |= {(b, PLATFORMS.get(BACKENDS[b].triton_backend, BACKENDS[b].triton_backend))
+                 for b in backends if BACKENDS[b].triton_backend}
     assert seen == expected
 
 
-def test_native_configs_carry_what_their_backend_needs(all_settings):
+def test_framework_backend_configs_carry_what_their_backend_needs(all_settings):
     if "bert-tiny" not in all_settings.models:
         pytest.skip("the test models only")
     run = all_settings.run("bert-tiny", "h100", "ort-trt", "fp16")
-    config = repository.build_config("bert", run, repository.served_by(run, NATIVE_SERVER))
+    config = triton_config.model_config("bert", run, repository.choose_backend(run, NGC_SERVER))
     assert config.backend == "onnxruntime" and config.default_model_filename == "model.onnx"
     (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert accel.name == "tensorrt" and accel.parameters["precision_mode"] == "FP16"
 
     run = all_settings.run("bert-tiny", "h100", "trt", "fp16")
-    config = repository.build_config("bert", run, repository.served_by(run, NATIVE_SERVER))
+    config = triton_config.model_config("bert", run, repository.choose_backend(run, NGC_SERVER))
     assert config.platform == "tensorrt_plan" and config.default_model_filename == "model.plan"
 
     run = all_settings.run("bert-tiny", "h100", "ts-trace", "fp16")
-    config = repository.build_config("bert", run, "pytorch")
+    config = triton_config.model_config("bert", run, "pytorch")
     assert config.backend == "pytorch"  # int32 inputs as declared, FP16 logits out
     assert {t.data_type for t in config.output} == {mc.TYPE_FP16}
     with pytest.raises(ValueError, match="FP32 inputs .*s_cont__1"):
-        repository.build_config("tft", all_settings.run("tft-tiny", "h100", "ts-trace", "fp16"),
+        triton_config.model_config("tft", all_settings.run("tft-tiny", "h100", "ts-trace", "fp16"),
                                 "pytorch")
 
 
 def test_which_backend_serves(settings):
     onnx_run = settings.run("tft-tiny", "cpu", "onnx", "fp32")
-    assert repository.served_by(onnx_run, ["python"]) == "python"  # the embedded server
-    assert repository.served_by(onnx_run, NATIVE_SERVER) == "onnxruntime"
+    assert repository.choose_backend(onnx_run, ["python"]) == "python"  # the embedded server
+    assert repository.choose_backend(onnx_run, NGC_SERVER) == "onnxruntime"
     python_only = {**onnx_run, "server": {**onnx_run["server"], "serve_with": "python"}}
-    assert repository.served_by(python_only, NATIVE_SERVER) == "python"
-    native_only = {**onnx_run, "server": {**onnx_run["server"], "serve_with": "native"}}
+    assert repository.choose_backend(python_only, NGC_SERVER) == "python"
+    framework_only = {**onnx_run, "server": {**onnx_run["server"], "serve_with": "framework"}}
     with pytest.raises(ValueError, match="has no 'onnxruntime' backend .it has: python"):
-        repository.served_by(native_only, ["python"])
-    cg = settings.run("tft-tiny", "h100", "ts-trace-cg", "fp16")
-    cg["server"] = native_only["server"]
-    with pytest.raises(ValueError, match="'ts-trace-cg' has no native Triton backend"):
-        repository.served_by(cg, NATIVE_SERVER)
+        repository.choose_backend(framework_only, ["python"])
+    cg = {**settings.run("tft-tiny", "h100", "ts-trace-cg", "fp16"),
+          "server": framework_only["server"]}
+    with pytest.raises(ValueError, match="'ts-trace-cg' has no framework backend"):
+        repository.choose_backend(cg, NGC_SERVER)
 
 
-def test_native_onnx_config_lists_only_the_graph_inputs(settings, tmp_path):
-    """An exported ONNX graph drops the inputs the model never reads; onnxruntime refuses
-    a config that lists them, so the native config leaves them out (the python one not)."""
+def test_onnxruntime_config_lists_only_the_graph_inputs(settings, tmp_path):
+    """An exported ONNX graph drops the inputs the model never reads; Triton's onnxruntime
+    backend refuses a config that lists them, so its config leaves them out (the python
+    one not)."""
     run = settings.run("tft-tiny", "cpu", "onnx", "fp32")
     kept = ["s_cat__0", "k_cont__3"]
     specs = {t["name"]: t for t in run["model"]["inputs"]}
@@ -117,7 +119,7 @@ def test_native_onnx_config_lists_only_the_graph_inputs(settings, tmp_path):
         [helper.make_tensor_value_info("target__0", TensorProto.FLOAT, None)])
     path = tmp_path / "model.onnx"
     onnx.save(helper.make_model(graph), path)
-    native = repository.build_config("tft", run, "onnxruntime", path)
-    assert [t.name for t in native.input] == kept
-    python = repository.build_config("tft", run, "python", path)
+    framework = triton_config.model_config("tft", run, "onnxruntime", path)
+    assert [t.name for t in framework.input] == kept
+    python = triton_config.model_config("tft", run, "python", path)
     assert len(python.input) == len(run["model"]["inputs"])

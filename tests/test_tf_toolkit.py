@@ -8,8 +8,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from deploybench import repository, tf_export  # noqa: E402
-from deploybench.triton_python_model import ArtifactRunner  # noqa: E402
+from deploybench import keras_export, runners  # noqa: E402
+from deploybench.triton import config as triton_config  # noqa: E402
+from deploybench.triton import repository  # noqa: E402
 
 INPUTS = [{"name": "numerical", "dtype": "FP32", "dims": [3]},
           {"name": "categorical", "dtype": "INT64", "dims": [2]}]
@@ -43,9 +44,9 @@ def toy():
 
 def test_savedmodel_serves_the_same_outputs_in_config_order(toy, tmp_path):
     model, arrays, reference = toy
-    tf_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
-    runner = ArtifactRunner(tmp_path / "model.savedmodel", "tensorflow", "fp32",
-                            [t["name"] for t in INPUTS])
+    keras_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
+    runner = runners.load("tensorflow", tmp_path / "model.savedmodel",
+                          runners.Options(inputs=tuple(t["name"] for t in INPUTS)))
     got = runner(arrays)
     assert [g.shape for g in got] == [(5, 1), (5, 1)]
     for g, r in zip(got, reference):
@@ -61,7 +62,7 @@ def test_onnx_export_keeps_the_config_names(toy, tmp_path):
     import onnxruntime as ort
 
     model, arrays, reference = toy
-    tf_export.save_onnx(model, INPUTS, OUTPUTS, tmp_path / "model.onnx", 17)
+    keras_export.save_onnx(model, INPUTS, OUTPUTS, tmp_path / "model.onnx", 17)
     session = ort.InferenceSession(str(tmp_path / "model.onnx"))
     assert [i.name for i in session.get_inputs()] == ["numerical", "categorical"]
     assert [o.name for o in session.get_outputs()] == ["prob", "logit"]
@@ -70,43 +71,43 @@ def test_onnx_export_keeps_the_config_names(toy, tmp_path):
         np.testing.assert_allclose(g, r, atol=1e-6)
 
 
-def test_native_tensorflow_config(tmp_path):
+def test_tensorflow_backend_config(tmp_path):
     run = {"key": {"model": "toy", "backend": "tf-savedmodel"}, "precision": "fp16",
            "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
-           "backend": {"runtime": "tensorflow", "native": "tensorflow"},
+           "backend": {"runner": "tensorflow", "triton_backend": "tensorflow"},
            "server": {"serve_with": "auto"},
            "model": {"inputs": INPUTS, "outputs": OUTPUTS,
                      "triton": {"max_batch_size": 64, "instances": 2,
                                 "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
-    backend = repository.served_by(run, ["python", "tensorflow"])
-    config = repository.build_config("toy", run, backend)
+    backend = repository.choose_backend(run, ["python", "tensorflow"])
+    config = triton_config.model_config("toy", run, backend)
     assert config.platform == "tensorflow_savedmodel"
     assert config.default_model_filename == "model.savedmodel"
     (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert accel.name == "auto_mixed_precision"
-    repository.write_config(config, tmp_path / "config.pbtxt")
-    assert repository.read_config(tmp_path / "config.pbtxt") == config
+    triton_config.write(config, tmp_path / "config.pbtxt")
+    assert triton_config.read(tmp_path / "config.pbtxt") == config
 
 
 def test_tf_trt_refuses_a_tensorflow_without_tensorrt(toy, tmp_path):
     if tf.sysconfig.get_build_info().get("is_tensorrt_build"):
         pytest.skip("this TensorFlow has TF-TRT")
     model, _, _ = toy
-    tf_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
+    keras_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
     with pytest.raises(RuntimeError, match="built without TensorRT .TF-TRT.; use the NGC"):
-        ArtifactRunner(tmp_path / "model.savedmodel", "tensorflow-trt", "fp16",
-                       [t["name"] for t in INPUTS])
+        runners.load("tensorflow-trt", tmp_path / "model.savedmodel",
+                     runners.Options(inputs=tuple(t["name"] for t in INPUTS), precision="fp16"))
 
 
-def test_native_tf_trt_config():
+def test_tensorflow_backend_tf_trt_config():
     run = {"key": {"model": "toy", "backend": "tf-trt"}, "precision": "fp16",
            "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
-           "backend": {"runtime": "tensorflow-trt", "native": "tensorflow"},
+           "backend": {"runner": "tensorflow-trt", "triton_backend": "tensorflow"},
            "server": {"serve_with": "auto"},
            "model": {"inputs": INPUTS, "outputs": OUTPUTS,
                      "triton": {"max_batch_size": 64, "instances": 1,
                                 "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
-    config = repository.build_config("toy", run, "tensorflow")
+    config = triton_config.model_config("toy", run, "tensorflow")
     assert config.platform == "tensorflow_savedmodel"
     (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert accel.name == "tensorrt" and accel.parameters["precision_mode"] == "FP16"

@@ -1,14 +1,16 @@
 """The real Triton server: start/stop, ports, load failures, generated configs."""
 
+import shutil
 import socket
 
 import numpy as np
 import pytest
 import torch
 
-from deploybench import repository, triton_runtime
-from deploybench.server import ServerError, TritonServer
-from deploybench.serving import infer_all
+from deploybench.triton import config as triton_config
+from deploybench.triton import install, repository
+from deploybench.triton.client import infer_all
+from deploybench.triton.server import ServerError, TritonServer
 
 RUN = {
     "key": {"model": "toy"},
@@ -18,7 +20,7 @@ RUN = {
         "triton": {"max_batch_size": 8, "instances": 1, "preferred_batch_sizes": [4],
                    "max_queue_delay_us": 100},
     },
-    "gpu": {"kind": "cpu"}, "backend": {"runtime": "onnxruntime", "native": "onnxruntime"},
+    "gpu": {"kind": "cpu"}, "backend": {"runner": "onnxruntime", "triton_backend": "onnxruntime"},
     "precision": "fp32", "artifact": "model.onnx", "server": {"serve_with": "auto"},
 }
 
@@ -38,17 +40,17 @@ def toy_repo(tmp_path_factory):
 
 def test_generated_config_parses_with_tritons_schema(toy_repo):
     work, _ = toy_repo
-    config = repository.read_config(work / "repo" / "toy" / "config.pbtxt")
+    config = triton_config.read(work / "repo" / "toy" / "config.pbtxt")
     assert config.max_batch_size == 8
     assert list(config.dynamic_batching.preferred_batch_size) == [4]
-    assert config.parameters["runtime"].string_value == "onnxruntime"
-    assert "dynamic_batching" not in repository.static_batching_override(config)
+    assert config.parameters["runner"].string_value == "onnxruntime"
+    assert "dynamic_batching" not in triton_config.load_override(config, static_batching=True)
 
 
+@pytest.mark.e2e
 def test_server_serves_the_model_and_always_stops(toy_repo):
     work, model = toy_repo
-    runtime = triton_runtime.prepare()
-    server = TritonServer(runtime, work / "repo", work / "server.log")
+    server = TritonServer(install.prepare(), work / "repo", work / "server.log")
     with pytest.raises(RuntimeError, match="boom"), server:
         server.load("toy")
         x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
@@ -61,6 +63,7 @@ def test_server_serves_the_model_and_always_stops(toy_repo):
         sock.bind(("127.0.0.1", port))
 
 
+@pytest.mark.e2e
 def test_a_port_in_use_is_refused_by_name(toy_repo):
     work, _ = toy_repo
     with socket.socket() as sock:
@@ -69,18 +72,16 @@ def test_a_port_in_use_is_refused_by_name(toy_repo):
         taken = sock.getsockname()[1]
         ports = {"http": taken, "grpc": taken + 1, "metrics": taken + 2}
         with pytest.raises(ServerError, match=f"server.ports.http={taken} is already in use"):
-            TritonServer(triton_runtime.prepare(), work / "repo", work / "s.log", ports)
+            TritonServer(install.prepare(), work / "repo", work / "s.log", ports)
 
 
+@pytest.mark.e2e
 def test_a_model_that_fails_to_load_reports_the_servers_reason(toy_repo):
     work, _ = toy_repo
     broken = work / "broken_repo" / "toy"
-    (broken / "1").mkdir(parents=True)
-    (broken / "config.pbtxt").write_text(
-        (work / "repo" / "toy" / "config.pbtxt").read_text())
-    (broken / "1" / "model.py").write_text((work / "repo/toy/1/model.py").read_text())
+    shutil.copytree(work / "repo" / "toy", broken)  # model.py and the runners it imports
     (broken / "1" / "model.onnx").write_bytes(b"not an onnx file")
-    with TritonServer(triton_runtime.prepare(), broken.parent, work / "broken.log") as server:
+    with TritonServer(install.prepare(), broken.parent, work / "broken.log") as server:
         with pytest.raises(ServerError, match="failed to load model 'toy'"):
             server.load("toy")
 
@@ -89,15 +90,15 @@ def test_perf_retries_lengthen_the_measurement_window():
     """perf_analyzer's advice when it cannot stabilise: more requests per window."""
     from types import SimpleNamespace
 
-    from deploybench import perf
+    from deploybench.triton import perf_analyzer
 
     run = {**RUN, "model": {**RUN["model"], "online": {"measurement_request_count": 50}},
            "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 5000,
                     "stability_percentage": 10, "max_trials": 10}}
-    server = SimpleNamespace(runtime=SimpleNamespace(perf_analyzer="perf_analyzer"),
+    server = SimpleNamespace(install=SimpleNamespace(perf_analyzer="perf_analyzer"),
                              http_url="127.0.0.1:8000")
     counts = []
     for attempt in (1, 2, 3):
-        cmd = perf.command(run, "online", server, 1, 4, "data.json", "out.csv", attempt)
+        cmd = perf_analyzer.command(run, "online", server, 1, 4, "data.json", "out.csv", attempt)
         counts.append(int(cmd[cmd.index("--measurement-request-count") + 1]))
     assert counts == [50, 100, 200]

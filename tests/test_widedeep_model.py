@@ -14,11 +14,11 @@ tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
 from conftest import main_config  # noqa: E402
-from deploybench import tf_export  # noqa: E402
+from deploybench import keras_export, runners  # noqa: E402
 from deploybench.config import Settings  # noqa: E402
-from deploybench.models import widedeep, widedeep_data  # noqa: E402
-from deploybench.models.widedeep_net import DeepEmbeddings, WideLinear  # noqa: E402
-from deploybench.triton_python_model import ArtifactRunner  # noqa: E402
+from deploybench.models import widedeep  # noqa: E402
+from deploybench.models.widedeep import data as widedeep_data  # noqa: E402
+from deploybench.models.widedeep.net import DeepEmbeddings, WideLinear  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 TINY_CONFIG = yaml.safe_load((ROOT / "tests/config/models/widedeep-tiny.yaml").read_text())
@@ -123,7 +123,7 @@ def test_output_is_sigmoid_of_wide_plus_deep():
 
 
 def test_full_size_tables_are_capped():
-    from deploybench.models.widedeep_net import table_sizes
+    from deploybench.models.widedeep.net import table_sizes
 
     hp = FULL_CONFIG["hparams"]
     assert table_sizes(hp)[:3] == [50000, 50000, 4]
@@ -244,9 +244,9 @@ def test_checkpoint_round_trip_and_messages(tmp_path):
 
 def test_savedmodel_round_trip_through_the_runner(tmp_path):
     model = widedeep.build_model(TINY, None, 2)
-    tf_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
-    runner = ArtifactRunner(tmp_path / "model.savedmodel", "tensorflow", "fp32",
-                            [t["name"] for t in INPUTS])
+    keras_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
+    runner = runners.load("tensorflow", tmp_path / "model.savedmodel",
+                          runners.Options(inputs=tuple(t["name"] for t in INPUTS)))
     x = batch(24, wild_ids=True)
     out = runner(x)
     assert len(out) == 1 and out[0].shape == (24, 1)

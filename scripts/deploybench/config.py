@@ -4,19 +4,21 @@ A run key is model × gpu × backend × precision. `Settings.run()` turns a key 
 plain dict every step reads (`run["model"]`, `run["gpu"]`, `run["backend"]`, ...), and
 refuses an unknown key or an impossible combination with a message that lists what
 would be valid. Errors here are raised while Snakemake builds the DAG, before any job.
+A key is resolved once per process: planning the full matrix asks for each thousands of
+times (one per job and per setting of a job), so treat a returned run as read-only.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from .formats import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
+from .backends import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -31,20 +33,29 @@ class ConfigError(ValueError):
     """Bad configuration or an invalid run key."""
 
 
+# libyaml's loader where PyYAML has it: planning reads every model config.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_yaml(path: Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"configuration file '{path}' does not exist")
     with open(path) as f:
-        return yaml.safe_load(f) or {}
+        return yaml.load(f, Loader=_YAML_LOADER) or {}
+
+
+@cache
+def _validator(schema_name: str):
+    """A validator of one schema, built once (tests/test_config.py checks the schemas)."""
+    schema = _load_yaml(SCHEMA_DIR / schema_name)
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 def validate(data: dict, schema_name: str, what: str) -> None:
-    schema = _load_yaml(SCHEMA_DIR / schema_name)
-    try:
-        jsonschema.validate(data, schema)
-    except jsonschema.ValidationError as err:
+    err = jsonschema.exceptions.best_match(_validator(schema_name).iter_errors(data))
+    if err is not None:
         where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
-        raise ConfigError(f"{what}: invalid value at '{where}': {err.message}") from None
+        raise ConfigError(f"{what}: invalid value at '{where}': {err.message}")
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -67,6 +78,8 @@ class Settings:
 
     def __init__(self, config: dict, root: Path = ROOT):
         validate(config, "config.schema.yaml", "main config")
+        self._runs: dict[tuple[str, str, str, str], dict] = {}
+        self._merged: dict[tuple[str, str], dict] = {}
         self.config = config
         self.root = Path(root)
         server = config["server"]
@@ -97,15 +110,11 @@ class Settings:
         return models
 
     def reference(self, model: str) -> dict | None:
-        """The model's published seed rows (table path resolved), if it has them."""
+        """The model's published reference rows (table path resolved), if it has them."""
         ref = self.models[model].get("reference")
         if not ref:
             return None
-        return {**ref, "path": str(self._path(ref["table"])),
-                "document": self.models[model].get("seed_document", "the seed document")}
-
-    def model_file(self, model: str) -> Path:
-        return self._path(self.config["models_dir"]) / f"{model}.yaml"
+        return {**ref, "path": str(self._path(ref["table"]))}
 
     def check_key(self, model: str, gpu: str, backend: str, precision: str) -> None:
         _choice("model", model, self.models)
@@ -138,14 +147,17 @@ class Settings:
         return [k for k, v in self.gpus.items() if v["kind"] == kind]
 
     def model_settings(self, model: str, gpu: str) -> dict:
-        """The model config with the overrides of this GPU key (or its kind) merged in."""
+        """The model config with the overrides of this GPU key (or its kind) merged in
+        (read-only: the runs of every backend and precision share it)."""
         _choice("model", model, self.models)
-        raw = self.models[model]
-        overrides = raw.get("device_overrides", {})
-        merged = {k: v for k, v in raw.items() if k != "device_overrides"}
-        for key in (self.gpus[gpu]["kind"], gpu):
-            merged = deep_merge(merged, overrides.get(key, {}))
-        return merged
+        if (model, gpu) not in self._merged:
+            raw = self.models[model]
+            overrides = raw.get("device_overrides", {})
+            merged = {k: v for k, v in raw.items() if k != "device_overrides"}
+            for key in (self.gpus[gpu]["kind"], gpu):
+                merged = deep_merge(merged, overrides.get(key, {}))
+            self._merged[(model, gpu)] = merged
+        return self._merged[(model, gpu)]
 
     def export_settings(self, model: str) -> dict:
         """What the export of a model depends on (independent of GPU and backend)."""
@@ -161,6 +173,12 @@ class Settings:
                 "ensemble": {k: v for k, v in ensemble.items() if k != "cache_fraction"}}
 
     def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
+        key = (model, gpu, backend, precision)
+        if key not in self._runs:
+            self._runs[key] = self._resolve(*key)
+        return self._runs[key]
+
+    def _resolve(self, model: str, gpu: str, backend: str, precision: str) -> dict:
         self.check_key(model, gpu, backend, precision)
         backend_spec = BACKENDS[backend]
         settings = self.model_settings(model, gpu)
@@ -220,9 +238,10 @@ _SERVE = (*_COMMON, "server")
 STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # step: (run fields, model fields)
     "convert": (_COMMON, ("inputs", "outputs", "triton", "ensemble")),
-    "check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble")),
+    "conversion_check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble")),
     "native": (_COMMON, ("inputs", "outputs", "triton", "offline", "ensemble")),
-    "repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble")),  # server's backends
+    # the server's backends decide who serves it
+    "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble")),
     "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),

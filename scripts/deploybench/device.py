@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from .formats import BACKENDS
+from .backends import BACKENDS
 
 
 class DeviceMismatch(RuntimeError):
@@ -14,7 +14,12 @@ class DeviceMismatch(RuntimeError):
 
 
 # Steps that run on the keyed device (and check it is there); the others run anywhere.
-DEVICE_STEPS = ("check", "native", "accuracy", "offline", "online")
+DEVICE_STEPS = ("conversion_check", "native", "accuracy", "offline", "online")
+
+
+def may_run_on_device(step: str) -> bool:
+    """Whether `step` runs on the keyed device for some run (see runs_on_device)."""
+    return step in DEVICE_STEPS or step == "convert"
 
 
 def runs_on_device(run: dict, step: str) -> bool:
@@ -22,8 +27,8 @@ def runs_on_device(run: dict, step: str) -> bool:
     that builds a TensorRT engine or casts to FP16 (on the device)."""
     if step == "convert":
         dense = run["backend"].get("dense")  # an ensemble converts its dense part
-        runtime = BACKENDS[dense].runtime if dense else run["backend"]["runtime"]
-        return runtime == "tensorrt" or run["precision"] != "fp32"
+        runner = BACKENDS[dense].runner if dense else run["backend"]["runner"]
+        return runner == "tensorrt" or run["precision"] != "fp32"
     return step in DEVICE_STEPS
 
 

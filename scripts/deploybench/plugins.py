@@ -1,4 +1,4 @@
-"""Model plug-ins: `deploybench.models.<plugin>` modules with one API.
+"""Model plug-ins: `deploybench.models.<plugin>` packages with one API.
 
 A plug-in provides:
   build_model(hparams, checkpoint, seed) -> torch.nn.Module   (eval, FP32, CPU;
@@ -38,10 +38,9 @@ def load(name: str) -> ModuleType:
 
 
 def sources(name: str) -> list[Path]:
-    """The plug-in's source files (its module and siblings sharing its name prefix):
-    a change to any of them re-runs the pipeline from the export."""
-    module_dir = Path(__file__).with_name("models")
-    return sorted(module_dir.glob(f"{name}*.py"))
+    """The plug-in's source files (its package, models/<name>/): a change to any of them
+    re-runs the pipeline from the weights."""
+    return sorted((Path(__file__).with_name("models") / name).glob("*.py"))
 
 
 def read_torch_file(path: Path, what: str):

@@ -30,7 +30,8 @@ def _nvidia_smi() -> dict:
 
 
 def collect(run: dict, server_metadata: dict | None = None, device_check: dict | None = None,
-            runtime: dict | None = None) -> dict:
+            server: dict | None = None) -> dict:
+    """What a measurement ran on; `server`: the Triton install and who served the model."""
     info = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -56,6 +57,6 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
         info["perf_analyzer"] = f"tritonclient {_version('tritonclient')} wheel"
     if device_check:
         info["device_check"] = device_check
-    if runtime:
-        info["runtime"] = runtime
+    if server:
+        info["server"] = server
     return info

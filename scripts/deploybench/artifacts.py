@@ -1,0 +1,93 @@
+"""A run's artifacts, single model or ensemble: the one place that tells them apart.
+
+The steps ask here for what to export, how to convert, which runner runs the converted
+model in-process, how to write the model repository and how to serve a scenario; a run
+whose backend has a `dense` key (hps-*) is a sparse/dense ensemble (deploybench.ensemble),
+any other a single model (deploybench.single, deploybench.triton.repository).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import atomic, single
+from .ensemble import artifact as ensemble_artifact
+from .ensemble import metrics as ensemble_metrics
+from .ensemble import parts as ensemble_parts
+from .ensemble import repository as ensemble_repository
+from .runners import Runner
+from .triton import config as triton_config
+from .triton import repository as triton_repository
+
+
+def is_ensemble(run: dict) -> bool:
+    return bool(run["backend"].get("dense"))
+
+
+def exportable(settings: dict, fmt: str, model) -> tuple[object, list[dict]]:
+    """What an export of `fmt` writes out, and its inputs: the whole source model, or for
+    a dense-* format the dense part of a recommender (the looked-up vectors in place of
+    the ids)."""
+    if fmt.startswith("dense-"):
+        return ensemble_parts.dense_model(settings, model)
+    return model, settings["inputs"]
+
+
+def export_sparse(settings: dict, weights: Path, data: Path, out: Path) -> None:
+    """A recommender's embedding storage, once per model (ensembles only)."""
+    ensemble_artifact.export_sparse(settings, weights, data, out)
+
+
+def convert(run: dict, exported: Path, out: Path, sparse: Path | None = None) -> None:
+    """`out`: the exported model converted for the run; for an ensemble, the dense export
+    converted beside the sparse storage exported in `sparse`."""
+    if is_ensemble(run):
+        if sparse is None:
+            raise ValueError(f"backend '{run['key']['backend']}' is an ensemble: its "
+                             "conversion needs the sparse export")
+        ensemble_artifact.convert(run, exported, sparse, out)
+    else:
+        with atomic.output(out) as tmp:
+            single.convert(run, exported, tmp)
+
+
+def runner(converted: Path, run: dict) -> Runner:
+    """The converted model in-process: list of input arrays -> list of outputs."""
+    if is_ensemble(run):
+        return ensemble_artifact.EnsembleRunner(converted, run)
+    return single.runner(converted, run)
+
+
+def repository(run: dict, converted: Path, out_config: Path, available: list[str]) -> str:
+    """Write the model (and an ensemble's parts) into out_config's repository, for a
+    server whose backends are `available`; returns who serves it."""
+    if is_ensemble(run):
+        return ensemble_repository.create(run, converted, out_config, available)
+    return triton_repository.create(run, converted, out_config, available)
+
+
+def scenario(repo: Path, config_pbtxt: Path, scratch: Path, static_batching: bool,
+             on_cpu: bool) -> tuple[Path, dict | None]:
+    """The repository to serve and the load-time config override for a scenario. An
+    ensemble reloads its parts from the repository, which load-time overrides cannot
+    reach: it is served from a scenario copy of the repository under `scratch`."""
+    config = triton_config.read(config_pbtxt)
+    override = triton_config.load_override(config, static_batching, on_cpu)
+    if triton_config.parts(config) and override:
+        return triton_repository.scenario_repository(repo, scratch, static_batching,
+                                                     on_cpu), None
+    return repo, override
+
+
+def served_parts(repo: Path, config_pbtxt: Path) -> dict[str, str]:
+    """An ensemble's parts and the Triton backend serving each (empty for one model)."""
+    return {part: triton_config.served_by(triton_config.read(
+                triton_repository.config_path(repo, part)))
+            for part in triton_config.parts(triton_config.read(config_pbtxt))}
+
+
+def cache_report(metrics_text: str) -> dict:
+    """The sparse model's lookup and cache-hit counters over the server's session, as a
+    report entry; empty for a model without them."""
+    counters = ensemble_metrics.cache_counters(metrics_text)
+    return {"embedding_cache": counters} if counters else {}

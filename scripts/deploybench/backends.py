@@ -1,0 +1,80 @@
+"""The backend keys (the reference documents' format mnemonics) and what each one needs.
+
+One table: which exported format a backend converts from, the file it serves, the
+in-process runner that runs it (in the python backend and in the native step), the Triton
+backend that serves it without the python backend on a full Triton install, and what the
+device must have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# Exported formats: source model -> file, always FP32 (the reference export precision).
+EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
+                    "tf-savedmodel": "model.savedmodel",  # a SavedModel is a folder
+                    # the dense part of a recommender alone (embedding tables left out)
+                    "dense-onnx": "model.onnx", "dense-savedmodel": "model.savedmodel"}
+# A sparse/dense ensemble's converted model: a folder of dense/<artifact> and sparse/.
+ENSEMBLE_ARTIFACT = "model.ensemble"
+
+PRECISIONS = ("fp32", "fp16")
+
+
+@dataclass(frozen=True)
+class Backend:
+    key: str
+    title: str          # as the reference tables name it
+    export: str         # key of EXPORT_ARTIFACTS it is converted from
+    artifact: str       # file name of the converted model
+    runner: str         # the in-process runner (deploybench.runners) that runs it
+    triton_backend: str | None  # the Triton backend that serves it (None: python only)
+    needs_gpu: bool = False
+    dense: str | None = None  # an ensemble: the backend key that serves its dense part
+
+    def as_dict(self) -> dict:
+        """The fields a run records (`dense` only for an ensemble, so that the settings
+        of every other configuration, and what Snakemake compares, stay as they were)."""
+        fields = asdict(self)
+        if fields["dense"] is None:
+            del fields["dense"]
+        return fields
+
+
+BACKENDS = {
+    b.key: b
+    for b in (
+        Backend("onnx", "ONNX Runtime", "onnx", "model.onnx", "onnxruntime", "onnxruntime"),
+        # The references' "ONNX Runtime with TensorRT backend accelerator": the ONNX model,
+        # TensorRT engines built by ONNX Runtime at load time.
+        Backend("ort-trt", "ONNX Runtime + TensorRT accelerator", "onnx", "model.onnx",
+                "onnxruntime-trt", "onnxruntime", needs_gpu=True),
+        Backend("trt", "NVIDIA TensorRT", "onnx", "model.plan", "tensorrt", "tensorrt",
+                needs_gpu=True),
+        Backend("ts-trace", "PyTorch (TorchScript trace)", "ts-trace", "model.pt", "torch",
+                "pytorch"),
+        Backend("ts-script", "PyTorch (TorchScript script)", "ts-script", "model.pt", "torch",
+                "pytorch"),
+        # FP16: the references' "Automatic FP16" accelerator (TF's auto mixed precision).
+        Backend("tf-savedmodel", "TensorFlow SavedModel", "tf-savedmodel", "model.savedmodel",
+                "tensorflow", "tensorflow"),
+        # The SavedModel with TensorFlow's TensorRT integration (TF-TRT), at the run's
+        # precision: on a full Triton, the tensorrt accelerator of its tensorflow backend.
+        Backend("tf-trt", "TensorFlow + TensorRT accelerator (TF-TRT)", "tf-savedmodel",
+                "model.savedmodel", "tensorflow-trt", "tensorflow", needs_gpu=True),
+        # The fastest PyTorch path the python backend serves honestly without TensorRT.
+        Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
+                "model.pt", "torch-cudagraph", None, needs_gpu=True),
+        # Recommender ensembles (reference 003's Merlin HPS + dense deployment): a sparse model
+        # (hierarchical embedding storage, deploybench.ensemble) feeding the dense part
+        # served as the backend key `dense` serves a model.
+        Backend("hps-onnx", "Ensemble: hierarchical embeddings + ONNX Runtime", "dense-onnx",
+                ENSEMBLE_ARTIFACT, "ensemble", "ensemble", dense="onnx"),
+        Backend("hps-trt", "Ensemble: hierarchical embeddings + NVIDIA TensorRT",
+                "dense-onnx", ENSEMBLE_ARTIFACT, "ensemble", "ensemble", needs_gpu=True,
+                dense="trt"),
+        Backend("hps-tf-savedmodel", "Ensemble: hierarchical embeddings + TensorFlow",
+                "dense-savedmodel", ENSEMBLE_ARTIFACT, "ensemble", "ensemble",
+                dense="tf-savedmodel"),
+    )
+}

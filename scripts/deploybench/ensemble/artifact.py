@@ -1,0 +1,87 @@
+"""An ensemble's artifacts: the sparse export (once per model), the converted ensemble
+(per configuration) and the ensemble run in-process.
+
+    export/sparse/             embeddings.npy (every table's rows, stacked), ranking.npy
+                               (each table's rows by frequency), sparse.json
+    converted/model.ensemble/  dense/<artifact> (the converted dense part) + sparse/ (links)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import atomic, plugins, single, source_model
+from ..files import link_tree
+from ..runners.embeddings import METADATA, RANKING, STORAGE, HierarchicalEmbeddings
+from .parts import DENSE, SPARSE, dense_run, read_metadata, settings, sparse_index, split_model
+
+
+def export_sparse(model_settings: dict, weights: Path, data_dir: Path, out: Path) -> None:
+    """`out/`: embeddings.npy (every table's rows, stacked), ranking.npy (per table, its
+    global rows from most to least frequent in the frequency split; unseen rows last, in
+    order) and sparse.json."""
+    plugin = plugins.load(model_settings["plugin"])
+    ens = settings(model_settings)
+    tables, _ = split_model(model_settings, source_model.load(model_settings, weights))
+    inputs, _ = plugin.load_split(model_settings["hparams"], str(data_dir),
+                                  ens["frequency_split"], None)
+    ids = np.asarray(inputs[sparse_index(model_settings)]).astype(np.int64)
+    sizes = [int(t.shape[0]) for t in tables]
+    widths = {int(t.shape[1]) for t in tables}
+    if len(widths) != 1:
+        raise ValueError(f"the embedding tables have different widths {sorted(widths)}; "
+                         "the sparse model stacks them and needs one")
+    (dim,) = widths
+    with atomic.output(out) as tmp:
+        tmp.mkdir()
+        storage = np.lib.format.open_memmap(tmp / STORAGE, mode="w+", dtype=np.float32,
+                                            shape=(sum(sizes), dim))
+        ranking = np.lib.format.open_memmap(tmp / RANKING, mode="w+", dtype=np.int64,
+                                            shape=(sum(sizes),))
+        offset = 0
+        for i, (table, size) in enumerate(zip(tables, sizes)):
+            storage[offset:offset + size] = table
+            counts = np.bincount(np.mod(ids[:, i], size), minlength=size)
+            ranking[offset:offset + size] = np.argsort(-counts, kind="stable") + offset
+            offset += size
+        storage.flush()
+        ranking.flush()
+        del storage, ranking
+        (tmp / METADATA).write_text(json.dumps({
+            "table_sizes": sizes, "embedding_dim": dim,
+            "frequency_split": ens["frequency_split"], "frequency_samples": len(ids),
+        }, indent=2))
+
+
+def convert(run: dict, dense_exported: Path, sparse_dir: Path, out: Path) -> None:
+    """`out/`: the dense export converted as the dense backend key converts a model,
+    beside the sparse storage."""
+    drun = dense_run(run, read_metadata(sparse_dir))
+    with atomic.output(out) as tmp:
+        (tmp / DENSE).mkdir(parents=True)
+        single.convert(drun, dense_exported, tmp / DENSE / drun["artifact"])
+        link_tree(sparse_dir, tmp / SPARSE)
+
+
+class EnsembleRunner:
+    """The ensemble in-process (conversion check, native throughput): the same lookup
+    code as the sparse model, then the converted dense part with the same runner as its
+    Triton model; list of arrays in the model's input order -> outputs."""
+
+    def __init__(self, converted: Path, run: dict):
+        converted = Path(converted)
+        drun = dense_run(run, read_metadata(converted / SPARSE))
+        device_id = single.device_id(run["gpu"])
+        self.sparse = HierarchicalEmbeddings(
+            converted / SPARSE, float(settings(run["model"])["cache_fraction"]),
+            "cpu" if device_id is None else f"cuda:{device_id}")
+        self.dense = single.runner(converted / DENSE / drun["artifact"], drun)
+        self.index = sparse_index(run["model"])
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        arrays = list(arrays)
+        arrays[self.index] = self.sparse(arrays[self.index])
+        return self.dense(arrays)

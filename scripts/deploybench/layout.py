@@ -1,0 +1,80 @@
+"""The results tree: every path pattern the rules and the steps use, in one place.
+
+    results/<model>/source/            weights.pt, data/ (generated), eval.npz, perf_data.json
+    results/<model>/export/<format>/   one exported FP32 model (model.onnx, model.pt, ...)
+    results/<model>/export/sparse/     a recommender's embedding storage (ensembles)
+    results/<model>/<gpu>/<backend>_<precision>/   one configuration: converted/,
+        conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
+        native.csv, plots/, README.md, logs/, benchmarks/, history/
+    results/<model>/README.md          the model report
+
+Patterns carry Snakemake's wildcards (`{model}`, `{gpu}`, ...); `fill` gives one path.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+MODEL = "results/{model}"
+SOURCE = f"{MODEL}/source"
+EXPORT = f"{MODEL}/export"
+CONFIGURATION = f"{MODEL}/{{gpu}}/{{backend}}_{{precision}}"
+MODEL_REPORT = f"{MODEL}/README.md"
+CONFIGURATION_REPORT = "README.md"  # inside a configuration folder
+
+# Outputs that are folders (Snakemake's directory()): a SavedModel, an ensemble's
+# converted parts, the generated data, the sparse storage, a Triton model repository.
+DIRECTORIES = ("data", "sparse", "model_repository")
+DIRECTORY_SUFFIXES = (".savedmodel", ".ensemble")
+
+
+def source(name: str) -> str:
+    return f"{SOURCE}/{name}"
+
+
+def export(fmt: str, name: str) -> str:
+    """An export's file (or its logs/benchmarks: `name` under the format's folder)."""
+    return f"{EXPORT}/{fmt}/{name}"
+
+
+def sparse() -> str:
+    return f"{EXPORT}/sparse"
+
+
+def configuration(name: str = "") -> str:
+    return f"{CONFIGURATION}/{name}" if name else CONFIGURATION
+
+
+def fill(pattern: str, **values) -> str:
+    return pattern.format(**values)
+
+
+def as_regex(pattern: str, **fixed: str) -> re.Pattern:
+    """A pattern as a regular expression matching the end of a path: the wildcards given
+    in `fixed` as those values, the others as one path component each."""
+    parts = re.split(r"(\{\w+\})", pattern)
+    regex = "".join(
+        (re.escape(fixed[p[1:-1]]) if p[1:-1] in fixed else r"[^/]+")
+        if re.fullmatch(r"\{\w+\}", p) else re.escape(p)
+        for p in parts)
+    return re.compile(regex + "$")
+
+
+def is_directory(path: str | Path) -> bool:
+    path = Path(path)
+    return path.name in DIRECTORIES or path.suffix in DIRECTORY_SUFFIXES
+
+
+def configuration_reports(model_report: Path) -> list[Path]:
+    """The configuration reports built so far beside a model report."""
+    return sorted(Path(model_report).parent.glob(f"*/*/{CONFIGURATION_REPORT}"))
+
+
+def configuration_of(folder: Path) -> dict[str, str]:
+    """gpu, backend, precision and the folder's name (`<backend>_<precision>`) of a
+    configuration folder."""
+    folder = Path(folder)
+    backend, precision = folder.name.rsplit("_", 1)
+    return {"gpu": folder.parent.name, "backend": backend, "precision": precision,
+            "name": folder.name}

@@ -1,0 +1,70 @@
+"""ONNX Runtime: the runners `onnxruntime` (CUDA on a GPU, else CPU) and
+`onnxruntime-trt` (its TensorRT execution provider first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .base import Options, Runner, RunnerUnavailable, as_fp32
+
+
+def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
+    """FP16 for plain ONNX Runtime: the graph's weights and arithmetic in FP16, its inputs
+    and outputs kept FP32. The TensorRT provider applies FP16 itself at load time."""
+    if options.precision == "fp32" or name == "onnxruntime-trt":
+        return False
+    import onnx
+    from onnxconverter_common import float16
+
+    model = float16.convert_float_to_float16(onnx.load(str(exported)), keep_io_types=True)
+    onnx.save(model, str(out))
+    return True
+
+
+class OnnxRuntimeRunner(Runner):
+    def __init__(self, name: str, artifact: Path, options: Options):
+        import onnxruntime as ort
+
+        device_id, fp16 = options.device_id, options.precision == "fp16"
+        if device_id is not None:
+            wanted = ("TensorrtExecutionProvider" if name == "onnxruntime-trt"
+                      else "CUDAExecutionProvider")
+            if wanted not in ort.get_available_providers():
+                raise RunnerUnavailable(
+                    f"onnxruntime here has no {wanted} (install onnxruntime-gpu"
+                    + (" and TensorRT" if name == "onnxruntime-trt" else "")
+                    + f") for runner '{name}' on a GPU")
+        session_options = ort.SessionOptions()
+        if options.threads:
+            session_options.intra_op_num_threads = options.threads
+        providers = ["CPUExecutionProvider"]
+        if device_id is not None:
+            providers.insert(0, ("CUDAExecutionProvider", {
+                "device_id": device_id, "use_tf32": int(fp16)}))
+        if name == "onnxruntime-trt":
+            # The TensorRT accelerator builds engines for the subgraphs it supports, at
+            # the run's precision; CUDA and CPU take the rest.
+            providers.insert(0, ("TensorrtExecutionProvider", {
+                "device_id": device_id or 0, "trt_fp16_enable": fp16,
+                "trt_engine_cache_enable": True,
+                "trt_engine_cache_path": str(Path(artifact).parent / "ort_trt_cache"),
+            }))
+        self.session = ort.InferenceSession(str(artifact), session_options,
+                                            providers=providers)
+        self.input_names = list(options.inputs)
+        # An exported graph drops inputs the model never reads (TFT's id): skip those.
+        self.session_inputs = {i.name: i.type for i in self.session.get_inputs()}
+
+    def __call__(self, arrays):
+        feed = {}
+        for name, array in zip(self.input_names, arrays):
+            if name in self.session_inputs:
+                half = self.session_inputs[name] == "tensor(float16)"
+                feed[name] = array.astype(np.float16) if half else array
+        return [as_fp32(np.asarray(o)) for o in self.session.run(None, feed)]
+
+
+def load(name: str, artifact: Path, options: Options) -> OnnxRuntimeRunner:
+    return OnnxRuntimeRunner(name, artifact, options)

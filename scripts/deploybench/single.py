@@ -1,0 +1,47 @@
+"""One model of a run (a whole model, or an ensemble's dense part): its conversion for the
+run's runner and precision, and that runner in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import runners
+from .files import copy_artifact
+
+
+def device_id(gpu: dict) -> int | None:
+    """CUDA device 0 for a GPU key, None (CPU) for the cpu key or a stand-in node whose
+    GPU-key check was overridden."""
+    if gpu["kind"] == "cpu":
+        return None
+    import torch
+
+    return 0 if torch.cuda.is_available() else None
+
+
+def options(run: dict) -> runners.Options:
+    """The runner options of a run: its tensors, precision, device and engine builds."""
+    model = run["model"]
+    triton = model["triton"]
+    max_batch = triton["max_batch_size"]
+    return runners.Options(
+        inputs=tuple(t["name"] for t in model["inputs"]),
+        outputs=tuple(t["name"] for t in model["outputs"]),
+        precision=run["precision"],
+        device_id=device_id(run["gpu"]),
+        max_batch_size=max_batch,
+        input_dims=tuple(tuple(t["dims"]) for t in model["inputs"]),
+        opt_batch_size=max(triton.get("preferred_batch_sizes", [max_batch])),
+        workspace_mb=triton.get("trt_workspace_mb", 1024),
+    )
+
+
+def convert(run: dict, exported: Path, out: Path) -> None:
+    """`out`: the exported FP32 model converted for the run's runner and precision (the
+    export itself where the runner serves it as it is)."""
+    if not runners.convert(run["backend"]["runner"], exported, out, options(run)):
+        copy_artifact(exported, out)
+
+
+def runner(artifact: Path, run: dict) -> runners.Runner:
+    return runners.load(run["backend"]["runner"], artifact, options(run))

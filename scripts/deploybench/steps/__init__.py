@@ -1,0 +1,98 @@
+"""The pipeline's steps, one module per stage, each step a function named as its rule.
+
+Every rule runs `scripts/run_step.py` (Snakemake's `script:`), which calls `run`: the
+rule's step gets the rule's named inputs, outputs, logs and params as keyword arguments
+(paths as `Path`), `params.spec` (the resolved settings the step depends on, from
+`config.step_spec`) as its first argument, and its stdout and stderr go to `log.log`.
+No shell is involved: a path with spaces or `$(...)` in the config stays a path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import sys
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+
+# rule -> module:function. A rule that differs from another only by a folder output
+# (Snakemake's directory()) runs the same step.
+STEPS = {
+    "weights": "source:weights",
+    "generate_data": "source:generate_data",
+    "eval_set": "source:eval_set",
+    "perf_data": "source:perf_data",
+    "export": "export:export",
+    "export_savedmodel": "export:export",
+    "export_dense_savedmodel": "export:export",
+    "sparse_export": "export:sparse_export",
+    "convert": "convert:convert",
+    "convert_savedmodel": "convert:convert",
+    "convert_ensemble": "convert:convert",
+    "conversion_check": "conversion_check:conversion_check",
+    "model_repository": "model_repository:model_repository",
+    "accuracy": "accuracy:accuracy",
+    "offline": "performance:offline",
+    "online": "performance:online",
+    "native": "native:native",
+    "plots": "plots:plots",
+    "configuration_report": "report:configuration_report",
+    "model_report": "report:model_report",
+}
+
+
+def step_function(rule: str):
+    if rule not in STEPS:
+        raise KeyError(f"no step for rule '{rule}'; steps: {', '.join(sorted(STEPS))}")
+    module, function = STEPS[rule].split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+
+def _as_paths(value):
+    return [Path(v) for v in value] if isinstance(value, list) else Path(value)
+
+
+@contextmanager
+def _output_to(log: Path):
+    """stdout and stderr of this process (Python's and any library's) into `log`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "w") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def run(smk) -> None:
+    """Run the step of the Snakemake job `smk` (the `snakemake` object of a script)."""
+    step = step_function(smk.rule)
+    named = {name: _as_paths(value)
+             for group in (smk.input, smk.output, smk.log) for name, value in group.items()}
+    named |= {name: value for name, value in smk.params.items() if name != "spec"}
+    wanted = inspect.signature(step).parameters
+    kwargs = {name: value for name, value in named.items() if name in wanted}
+    log = Path(smk.log.log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    failure = None
+    with _output_to(log):
+        try:
+            step(json.loads(smk.params.spec), **kwargs)
+        except Exception as err:  # the traceback for the log, one clear line for both
+            traceback.print_exc()
+            failure = f"deploybench {smk.rule}: error: {err}"
+            print(failure, file=sys.stderr)
+    if failure:
+        print(f"{failure}\n(log: {log})", file=sys.stderr)
+        sys.exit(1)

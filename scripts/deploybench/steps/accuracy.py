@@ -1,0 +1,53 @@
+"""Accuracy on Triton: the plug-in's metric over the served outputs beside the source
+model's, and each output's deviation from the source model within its limit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import atomic, plugins, serving, source_model
+from ..tables import ACCURACY_COLUMNS
+from ..triton import config as triton_config
+from ..triton import repository as triton_repository
+from ..triton.client import infer_all
+
+
+def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_json: Path,
+             server_log: Path) -> None:
+    model = spec["model"]
+    config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
+    inputs, reference, targets = source_model.load_eval(model, eval_set)
+    with serving.served(spec, config_pbtxt, server_log) as (server, prov):
+        outputs = infer_all(server.grpc_url, spec, inputs, model["accuracy"]["batch_size"],
+                            triton_config.served_inputs(config_pbtxt))
+        cache = serving.cache_report(server)
+    plugin = plugins.load(model["plugin"])
+    on_triton = plugin.evaluate(model["hparams"], outputs, targets)
+    on_source = plugin.evaluate(model["hparams"], reference, targets)
+    rows = [{"name": k, "kind": "metric", "triton": v, "source": on_source[k],
+             "limit": None, "passed": None} for k, v in on_triton.items()]
+    limits = model["accuracy"]["max_abs_deviation"]
+    for tensor, got, ref in zip(model["outputs"], outputs, reference):
+        limit = limits.get("outputs", {}).get(tensor["name"], {}).get(spec["precision"],
+                                                                      limits[spec["precision"]])
+        dev = float(np.abs(got.astype(np.float64) - ref).max())
+        rows.append({"name": f"max_abs_deviation:{tensor['name']}", "kind": "deviation",
+                     "triton": dev, "source": 0.0, "limit": limit,
+                     "passed": bool(dev <= limit)})
+        if np.issubdtype(got.dtype, np.integer):  # lengths, ids: share of exact samples
+            same = (got.reshape(len(got), -1) == ref.reshape(len(ref), -1)).all(axis=1)
+            rows.append({"name": f"agreement:{tensor['name']}", "kind": "agreement",
+                         "triton": float(same.mean()), "source": 1.0, "limit": None,
+                         "passed": None})
+    table = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
+    report = {"samples": len(inputs[0]), "split": model["data"]["split"], **cache,
+              "provenance": prov}
+    with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
+        table.to_csv(tmp_csv, index=False)
+        tmp_json.write_text(json.dumps(report, indent=2))
+    serving.archive(out_csv, out_json)
+    print(table.to_string(index=False))

@@ -1,0 +1,53 @@
+"""Export the source model (FP32, CPU): a PyTorch plug-in to TorchScript (trace, script)
+or ONNX, a TensorFlow plug-in to a SavedModel or ONNX (tf2onnx); a recommender's dense
+part (dense-*) and its embedding storage (sparse_export) for its ensembles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import artifacts, atomic, source_model
+
+ONNX_OPSET = 17
+FORMATS = {"torch": ("ts-trace", "ts-script", "onnx"),
+           "tensorflow": ("tf-savedmodel", "onnx", "dense-savedmodel", "dense-onnx")}
+
+
+def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) -> None:
+    framework = source_model.framework(spec)
+    if format not in FORMATS[framework]:
+        raise ValueError(f"model '{spec['plugin']}' is a {framework} model: it exports to "
+                         f"{', '.join(FORMATS[framework])}, not '{format}'")
+    model, inputs = artifacts.exportable(spec, format, source_model.load(spec, weights))
+    if framework == "tensorflow":
+        from .. import keras_export
+
+        with atomic.output(out) as tmp:
+            if format.endswith("savedmodel"):
+                keras_export.save_savedmodel(model, inputs, spec["outputs"], tmp)
+            else:
+                keras_export.save_onnx(model, inputs, spec["outputs"], tmp, ONNX_OPSET)
+        return
+    import torch
+
+    samples, _, _ = source_model.load_eval(spec, eval_set)
+    example = tuple(torch.from_numpy(a[:2]) for a in samples)  # a real batch of two
+    with atomic.output(out) as tmp, torch.no_grad():
+        if format == "ts-trace":
+            torch.jit.save(torch.jit.trace(model, example), str(tmp))
+        elif format == "ts-script":
+            torch.jit.save(torch.jit.script(model), str(tmp))
+        else:
+            names_in = [t["name"] for t in inputs]
+            names_out = [t["name"] for t in spec["outputs"]]
+            torch.onnx.export(
+                model, example, str(tmp), input_names=names_in, output_names=names_out,
+                dynamic_axes={n: {0: "batch"} for n in names_in + names_out},
+                opset_version=ONNX_OPSET, dynamo=False,
+            )
+
+
+def sparse_export(spec: dict, weights: Path, data: Path, out: Path) -> None:
+    """A recommender's tables, stacked, with each table's rows ranked by their frequency
+    in the training split: the storage of its ensembles' sparse model."""
+    artifacts.export_sparse(spec, weights, data, out)

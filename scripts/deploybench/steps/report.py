@@ -1,0 +1,253 @@
+"""README reports in the reference documents' format: one per configuration, one per
+model (with the reference tables' published rows beside ours)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic, layout, source_model
+from ..tables import THROUGHPUT
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    def cell(v):
+        if v is None or (isinstance(v, float) and pd.isna(v)):
+            return ""
+        if isinstance(v, float):
+            return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}" if v else "0.0"
+        return str(v)
+
+    head = "| " + " | ".join(table.columns) + " |"
+    rule = "|" + "|".join("---:" for _ in table.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(False)]
+    return "\n".join([head, rule, *body])
+
+
+def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
+    served = pd.read_csv(offline_csv)[["Batch", THROUGHPUT]]
+    native = pd.read_csv(native_csv)[["Batch", THROUGHPUT]]
+    table = served.merge(native, on="Batch", suffixes=(" served", " native"))
+    table["served/native"] = (table[f"{THROUGHPUT} served"]
+                              / table[f"{THROUGHPUT} native"]).round(3)
+    return table
+
+
+def _params_table(rows: list[tuple[str, object]]) -> str:
+    return "\n".join(["| Parameter Name | Parameter Value |", "|:---|:---|",
+                      *[f"| {k} | {v} |" for k, v in rows]])
+
+
+def _served_by(prov: dict) -> str:
+    server = prov.get("server", {})
+    parts = server.get("ensemble_parts")
+    if parts:
+        return "ensemble of " + ", ".join(f"{m} ({b})" for m, b in parts.items())
+    return f"{server.get('served_by', 'python')} backend"
+
+
+def _cache_section(run: dict, offline: dict, online: dict) -> str:
+    """The sparse model's device-cache counters of an ensemble (empty otherwise)."""
+    rows = [{"scenario": name, **{k: report["embedding_cache"][k]
+                                  for k in ("lookups", "cache_hits", "hit_rate")}}
+            for name, report in (("offline", offline), ("online", online))
+            if report.get("embedding_cache")]
+    if not rows:
+        return ""
+    fraction = run["model"]["ensemble"]["cache_fraction"]
+    return f"""## Embedding cache (sparse model)
+
+Lookups of every table over the server's session (warm-up included), the share served from
+the device cache: each table's most frequent rows in the training split, {fraction:g} of its
+rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
+
+{markdown_table(pd.DataFrame(rows))}
+
+"""
+
+
+def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
+                         online: Path, offline_json: Path, online_json: Path,
+                         offline_throughput: Path, offline_latency: Path,
+                         online_latency: Path, native: Path, weights: Path, out: Path) -> None:
+    """One configuration's README: its settings, tables, plots and provenance (plots by
+    relative links)."""
+    run = spec["run"]
+    files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
+             "online": online, "native": native, "offline_throughput": offline_throughput,
+             "offline_latency": offline_latency, "online_latency": online_latency,
+             "weights_origin": source_model.weights_origin(weights),
+             "dataset": spec["dataset"]}
+    model, key = run["model"], run["key"]
+    offline_report = json.loads(Path(offline_json).read_text())
+    online_report = json.loads(Path(online_json).read_text())
+    prov = offline_report["provenance"]
+    precision = run["precision"].upper()
+    title = f"{model['title']}: {run['gpu']['description']}, {run['backend']['title']} " \
+            f"with {precision}"
+    devices = ", ".join(prov.get("device_check", {}).get("devices", [])) or "CPU"
+    params = [
+        ("GPU key", key["gpu"]),
+        ("Device", devices + (" (GPU key check overridden)"
+                              if prov.get("device_check", {}).get("mismatch_allowed") else "")),
+        ("Backend", run["backend"]["title"]),
+        ("Precision", precision),
+        ("Model format", key["backend"]),
+        ("Max batch size", model["triton"]["max_batch_size"]),
+        ("Number of model instances", model["triton"]["instances"]),
+        ("Export Precision", "FP32"),
+        ("Weights", files["weights_origin"]),
+        ("Dataset", files["dataset"]),
+        ("Request Count (offline / online)",
+         f"{model['offline']['measurement_request_count']} / "
+         f"{model['online']['measurement_request_count']}"),
+        ("Triton server", f"{prov.get('triton', {}).get('version')} "
+                          f"({run['server']['kind']}, {_served_by(prov)})"),
+        ("perf_analyzer", prov.get("perf_analyzer")),
+        ("perf_analyzer stability", f"{run['perf']['stability_percentage']} %, "
+                                    f"{run['perf']['max_trials']} trials, "
+                                    f"{run['perf']['measurement_mode']}"),
+        ("Measured", prov["date"]),
+        ("Config hash", prov["config_hash"]),
+    ]
+    rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
+           if k in ("offline_throughput", "offline_latency", "online_latency")}
+    text = f"""# {title}
+
+Built by the deploybench pipeline: export → conversion → conversion check → Triton model
+repository → accuracy on Triton → offline and online performance (perf_analyzer).
+
+## Configuration
+
+{_params_table(params)}
+
+## Conversion check (converted vs source model)
+
+{markdown_table(pd.read_csv(files["check"]))}
+
+## Accuracy on Triton
+
+{markdown_table(pd.read_csv(files["accuracy"]))}
+
+## Offline scenario
+
+Static batching, system shared memory, concurrency 1 (gRPC).
+
+![Throughput vs batch]({rel["offline_throughput"]})
+![Latency vs batch]({rel["offline_latency"]})
+
+{markdown_table(pd.read_csv(files["offline"]))}
+
+## Serving overhead: Triton vs native
+
+The same converted model, runner, batch sizes and precision in-process on the same
+device (`native.csv`), against the offline scenario through Triton.
+
+{markdown_table(served_vs_native(files["offline"], files["native"]))}
+
+{_cache_section(run, offline_report, online_report)}## Online scenario
+
+Dynamic batching (preferred batch sizes {model["triton"]["preferred_batch_sizes"]}, max queue
+delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]["batch_size"]}.
+
+![Latency vs concurrency]({rel["online_latency"]})
+
+{markdown_table(pd.read_csv(files["online"]))}
+
+## Provenance
+
+```json
+{json.dumps({"offline": prov, "online": online_report["provenance"]}, indent=2)}
+```
+"""
+    with atomic.output(out) as tmp:
+        tmp.write_text(text)
+
+
+def _column(folder: Path) -> str:
+    where = layout.configuration_of(folder)
+    return f"{where['gpu']} {where['name']}"
+
+
+# What tells the reference result tables of one document apart (the label of a column).
+_REFERENCE_SERIES = ["gpu_key", "backend", "backend_accelerator", "precision"]
+
+
+def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
+                         where: dict, scenario: str) -> pd.DataFrame:
+    """Inferences/second of this pipeline's GPU configurations beside the reference's published
+    rows (every GPU, backend and precision of the document, narrowed by `where`: column ->
+    value) at the same batch sizes (offline) or concurrencies (online)."""
+    key = "Batch" if scenario == "offline" else "Concurrency"
+    ref = pd.read_csv(reference_csv, low_memory=False)
+    keep = (ref["document"] == document) & (ref["scenario"] == scenario)
+    for column, value in where.items():
+        if isinstance(value, (int, float)):  # 128 matches the table's 128.0
+            keep &= pd.to_numeric(ref[column], errors="coerce") == value
+        else:
+            keep &= ref[column].astype(str) == str(value)
+    ref = ref[keep].rename(columns={key.lower(): key})
+    table = None
+    for readme in configs:
+        folder = readme.parent
+        if layout.configuration_of(folder)["gpu"] == "cpu" or not (
+                folder / f"{scenario}.csv").is_file():
+            continue
+        ours = pd.read_csv(folder / f"{scenario}.csv")[[key, THROUGHPUT]]
+        ours = ours.rename(columns={THROUGHPUT: _column(folder)})
+        table = ours if table is None else table.merge(ours, on=key, how="outer")
+    if table is None:
+        return pd.DataFrame()
+    for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
+        gpu, backend, accelerator, precision = (str(v) for v in series)
+        plain = accelerator in ("nan", "-", "none", "CUDA")  # no accelerator beyond CUDA
+        label = backend if plain else f"{backend} + {accelerator}"
+        published = rows[[key, THROUGHPUT]].drop_duplicates(key).rename(
+            columns={THROUGHPUT: f"{gpu} {label} {precision} (reference)"})
+        table = table.merge(published, on=key, how="left")
+    return table.sort_values(key)
+
+
+def model_report(spec: dict, configs: list[Path], out: Path) -> None:
+    """Every configuration of a model built so far (best offline throughput, lowest online
+    latency, serving overhead) with links to their reports, and where the model has a
+    reference table, GPU results beside the published ones. `configs`: the configuration
+    reports this run built; the others already on disk (committed GPU results) join them."""
+    configs = sorted(set(layout.configuration_reports(out)) | {Path(c) for c in configs})
+    reference = spec.get("reference")
+    rows = []
+    for readme in configs:
+        folder = readme.parent
+        offline = pd.read_csv(folder / "offline.csv")
+        online = pd.read_csv(folder / "online.csv")
+        best = offline.loc[offline[THROUGHPUT].idxmax()]
+        where = layout.configuration_of(folder)
+        gpu, config = where["gpu"], where["name"]
+        ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
+        rows.append({
+            "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
+            "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
+            "Smallest offline batch": int(offline["Batch"].min()),
+            "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
+            "Online max inf/s": online[THROUGHPUT].max(),
+            "served/native at max batch": ratio["served/native"].iloc[-1],
+        })
+    table = pd.DataFrame(rows)
+    text = (f"# {spec['title']}: results\n\nEvery configuration of `{spec['model']}` built "
+            "so far.\n\n")
+    text += markdown_table(table) if rows else "Nothing built yet."
+    if reference:
+        for scenario in ("offline", "online"):
+            where = reference.get("where", {})
+            compared = reference_comparison(configs, Path(reference["path"]),
+                                            reference["document"], where, scenario)
+            if len(compared):
+                narrowed = "".join(f", {k} {v}" for k, v in where.items())
+                text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
+                         f"published tables\n\nReference rows: `{reference['table']}` (parsed "
+                         f"from {reference['document']}){narrowed}.\n\n"
+                         + markdown_table(compared))
+    with atomic.output(out) as tmp:
+        tmp.write_text(text + "\n")

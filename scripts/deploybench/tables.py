@@ -1,0 +1,55 @@
+"""The columns of every table the pipeline writes, and the gates that read them.
+
+Performance tables keep the reference documents' columns and units (milliseconds), so a
+row of ours and a published row line up column by column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+# The latency columns of the reference results tables, in their order; the first seven
+# are the components that add up to the average latency (stacked in the online plot).
+LATENCY_COLUMNS = [
+    "Client Send (ms)", "Network+Server Send/Recv (ms)", "Server Queue (ms)",
+    "Server Compute Input (ms)", "Server Compute Infer (ms)", "Server Compute Output (ms)",
+    "Client Recv (ms)", "p50 latency (ms)", "p90 latency (ms)", "p95 latency (ms)",
+    "p99 latency (ms)", "avg latency (ms)",
+]
+COMPONENTS = LATENCY_COLUMNS[:7]
+THROUGHPUT = "Inferences/Second"
+PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS]  # offline/online.csv
+
+NATIVE_COLUMNS = ["Batch", THROUGHPUT, "median latency (ms)", "iterations"]  # native.csv
+
+# conversion_check.csv: the converted model against the source model, per output.
+CHECK_COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_abs_error",
+                 "atol", "rtol", "passed"]
+
+# accuracy.csv: metrics of the served outputs (`triton`) and of the source model's
+# (`source`); deviations of the served outputs from the source model's, with a limit.
+ACCURACY_COLUMNS = ["name", "kind", "triton", "source", "limit", "passed"]
+
+
+def require_passed(check_csv: Path) -> None:
+    """Refuse to deploy a conversion whose check failed."""
+    table = pd.read_csv(check_csv)
+    failed = table[~table["passed"].astype(bool)]
+    if len(failed):
+        worst = ", ".join(
+            f"{r.output}: max abs {r.max_abs_error:.3g} (atol {r.atol}), "
+            f"max rel {r.max_rel_error:.3g} (rtol {r.rtol})"
+            for r in failed.itertuples()
+        )
+        raise ValueError(f"conversion check {check_csv} failed for {worst}")
+
+
+def require_accurate(accuracy_csv: Path) -> None:
+    """Refuse to benchmark a deployment whose served outputs deviate beyond the limits."""
+    table = pd.read_csv(accuracy_csv)
+    failed = table[(table["kind"] == "deviation") & (table["passed"].astype(str) != "True")]
+    if len(failed):
+        rows = "; ".join(f"{r.name} = {r.triton:.3g} > {r.limit}" for r in failed.itertuples())
+        raise ValueError(f"accuracy check {accuracy_csv} failed ({rows}); not benchmarking")

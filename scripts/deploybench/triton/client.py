@@ -1,0 +1,30 @@
+"""The pipeline's own requests to a running server (accuracy, warm-up), over gRPC."""
+
+from __future__ import annotations
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+
+from ..tensors import batched
+
+
+def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
+              served: list[str] | None = None) -> list:
+    """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch; only
+    the inputs named in `served` (all when None) are sent."""
+    model = run["model"]
+    client = grpcclient.InferenceServerClient(url)
+    wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
+
+    def infer(arrays):
+        request = []
+        for spec, array in zip(model["inputs"], arrays):
+            if served is not None and spec["name"] not in served:
+                continue
+            tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
+            tensor.set_data_from_numpy(np.ascontiguousarray(array))
+            request.append(tensor)
+        result = client.infer(run["key"]["model"], request, outputs=wanted)
+        return [result.as_numpy(t["name"]) for t in model["outputs"]]
+
+    return batched(infer, inputs, batch_size)

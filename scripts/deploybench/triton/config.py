@@ -1,0 +1,225 @@
+"""Triton model configs: every config.pbtxt the pipeline writes, built and read here.
+
+A config is built as Triton's own `ModelConfig` protobuf (from tritonclient) and written
+with protobuf's text format, so a field Triton does not know cannot be written, and
+`read` parses any config.pbtxt back with the same schema. Also here: the load-time
+variants of a config for a scenario (no dynamic batcher offline; CPU instances on a node
+standing in for a GPU key), and the configs of a recommender ensemble and of Merlin HPS.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+# Tensors of a real Merlin HPS model (its backend's fixed names).
+HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT = "KEYS", "NUMKEYS", "OUTPUT0"
+
+
+def tensor(cls, spec: dict):
+    """A ModelInput/ModelOutput of a config tensor spec (name, dtype, dims)."""
+    return cls(name=spec["name"], data_type=mc.DataType.Value(f"TYPE_{spec['dtype']}"),
+               dims=spec["dims"])
+
+
+def instance_groups(run: dict) -> list:
+    """`triton.instances` instances on the run's device kind."""
+    kind = (mc.ModelInstanceGroup.KIND_GPU if run["gpu"]["kind"] == "gpu"
+            else mc.ModelInstanceGroup.KIND_CPU)
+    return [mc.ModelInstanceGroup(count=run["model"]["triton"]["instances"], kind=kind)]
+
+
+def dynamic_batching(run: dict) -> mc.ModelDynamicBatching:
+    triton = run["model"]["triton"]
+    return mc.ModelDynamicBatching(preferred_batch_size=triton["preferred_batch_sizes"],
+                                   max_queue_delay_microseconds=triton["max_queue_delay_us"])
+
+
+def _graph_inputs(run: dict, artifact: Path | None) -> list[dict]:
+    """The inputs Triton's onnxruntime backend sees: an exported ONNX graph drops inputs
+    the model never reads (TFT's id), and that backend refuses a config listing them."""
+    inputs = run["model"]["inputs"]
+    if artifact is None or run["backend"]["triton_backend"] != "onnxruntime":
+        return inputs
+    import onnx
+
+    graph = onnx.load(str(artifact), load_external_data=False).graph
+    kept = {i.name for i in graph.input} - {t.name for t in graph.initializer}
+    return [t for t in inputs if t["name"] in kept]
+
+
+def model_config(name: str, run: dict, triton_backend: str = "python",
+                 artifact: Path | None = None) -> mc.ModelConfig:
+    """The config of one run (model × gpu × backend × precision) served by
+    `triton_backend` (python, or the Triton backend of the run's format); `artifact`
+    narrows an ONNX model's inputs."""
+    model = run["model"]
+    python = triton_backend == "python"
+    inputs = model["inputs"] if python else _graph_inputs(run, artifact)
+    config = mc.ModelConfig(
+        name=name,
+        max_batch_size=model["triton"]["max_batch_size"],
+        input=[tensor(mc.ModelInput, t) for t in inputs],
+        output=[tensor(mc.ModelOutput, t) for t in model["outputs"]],
+        instance_group=instance_groups(run),
+        dynamic_batching=dynamic_batching(run),
+    )
+    if python:
+        config.backend = "python"
+        params = {"artifact": run["artifact"], "runner": run["backend"]["runner"],
+                  "precision": run["precision"]}
+        for key, value in params.items():
+            config.parameters[key].string_value = value
+    else:
+        _backend_fields(config, run, triton_backend)
+    return config
+
+
+def _backend_fields(config: mc.ModelConfig, run: dict, triton_backend: str) -> None:
+    """A format's own Triton backend: where it finds the artifact, and its accelerator."""
+    config.default_model_filename = run["artifact"]
+    runner = run["backend"]["runner"]
+    if triton_backend == "tensorrt":
+        config.platform = "tensorrt_plan"
+        # CUDA graphs captured by the TensorRT backend per batch size (as the references).
+        config.optimization.cuda.graphs = bool(run["model"]["triton"].get("cuda_graphs"))
+        return
+    if triton_backend == "tensorflow":
+        config.platform = "tensorflow_savedmodel"
+        if runner == "tensorflow-trt":
+            _tensorrt_accelerator(config, run)
+        elif run["precision"] == "fp16":  # the references' "Automatic FP16"
+            accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
+            accel.name = "auto_mixed_precision"
+        return
+    config.backend = triton_backend
+    if triton_backend == "pytorch" and run["precision"] == "fp16":
+        floating = [t["name"] for t in run["model"]["inputs"] if t["dtype"].startswith("FP")]
+        if floating:
+            # The FP16 TorchScript takes FP16 tensors; this config's clients send FP32.
+            raise ValueError(
+                f"Triton's pytorch backend cannot serve the FP16 TorchScript of "
+                f"'{run['key']['model']}' with FP32 inputs ({', '.join(floating)}); "
+                "use server.serve_with: python for it")
+        for out in config.output:
+            if out.data_type == mc.TYPE_FP32:
+                out.data_type = mc.TYPE_FP16  # a .half() module returns FP16
+    if runner == "onnxruntime-trt":
+        _tensorrt_accelerator(config, run)
+
+
+def _tensorrt_accelerator(config: mc.ModelConfig, run: dict) -> None:
+    """The TensorRT execution accelerator (of onnxruntime or tensorflow) at the run's
+    precision."""
+    accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
+    accel.name = "tensorrt"
+    accel.parameters["precision_mode"] = run["precision"].upper()
+    accel.parameters["max_workspace_size_bytes"] = str(
+        run["model"]["triton"].get("trt_workspace_mb", 1024) << 20)
+
+
+# ---- a recommender ensemble (deploybench.ensemble) ----------------------------------
+
+def sparse_config(name: str, run: dict, ids: dict, lookup: dict,
+                  parameters: dict[str, str]) -> mc.ModelConfig:
+    """The python-backend sparse model: the `ids` tensor -> the `lookup` vectors."""
+    config = mc.ModelConfig(
+        name=name, backend="python", max_batch_size=run["model"]["triton"]["max_batch_size"],
+        input=[tensor(mc.ModelInput, ids)], output=[tensor(mc.ModelOutput, lookup)],
+        instance_group=instance_groups(run), dynamic_batching=dynamic_batching(run))
+    for key, value in parameters.items():
+        config.parameters[key].string_value = value
+    return config
+
+
+def ensemble_config(name: str, run: dict, steps: list[tuple[str, dict, dict]]) -> mc.ModelConfig:
+    """The ensemble: the model's inputs and outputs, `steps` of (model, input map, output
+    map), each map from the step model's tensor to the ensemble's."""
+    model = run["model"]
+    config = mc.ModelConfig(
+        name=name, platform="ensemble", max_batch_size=model["triton"]["max_batch_size"],
+        input=[tensor(mc.ModelInput, t) for t in model["inputs"]],
+        output=[tensor(mc.ModelOutput, t) for t in model["outputs"]])
+    for step_model, inputs, outputs in steps:
+        step = config.ensemble_scheduling.step.add(model_name=step_model, model_version=-1)
+        step.input_map.update(inputs)
+        step.output_map.update(outputs)
+    return config
+
+
+def hps_config(name: str, run: dict) -> mc.ModelConfig:
+    """A Merlin HPS model (backend `hps`): keys of the fused table -> embedding vectors."""
+    return mc.ModelConfig(
+        name=name, backend="hps", max_batch_size=run["model"]["triton"]["max_batch_size"],
+        input=[mc.ModelInput(name=HPS_KEYS, data_type=mc.TYPE_INT64, dims=[-1]),
+               mc.ModelInput(name=HPS_NUMKEYS, data_type=mc.TYPE_INT32, dims=[-1])],
+        output=[mc.ModelOutput(name=HPS_OUTPUT, data_type=mc.TYPE_FP32, dims=[-1])],
+        instance_group=instance_groups(run))
+
+
+def hps_keys_config(name: str, run: dict, ids: dict, table_sizes: list[int]) -> mc.ModelConfig:
+    """The python step before HPS: `ids` -> their KEYS and NUMKEYS
+    (served/hps_keys_model.py)."""
+    tables = len(table_sizes)
+    config = mc.ModelConfig(
+        name=name, backend="python", max_batch_size=run["model"]["triton"]["max_batch_size"],
+        input=[tensor(mc.ModelInput, ids)],
+        output=[mc.ModelOutput(name=HPS_KEYS, data_type=mc.TYPE_INT64, dims=[tables]),
+                mc.ModelOutput(name=HPS_NUMKEYS, data_type=mc.TYPE_INT32, dims=[1])],
+        instance_group=[mc.ModelInstanceGroup(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)])
+    config.parameters["table_sizes"].string_value = json.dumps(table_sizes)
+    return config
+
+
+# ---- reading, and the scenarios' load-time variants ---------------------------------
+
+def write(config: mc.ModelConfig, path: Path) -> None:
+    Path(path).write_text(text_format.MessageToString(config))
+
+
+def read(path: Path) -> mc.ModelConfig:
+    return text_format.Parse(Path(path).read_text(), mc.ModelConfig())
+
+
+def served_inputs(config_pbtxt: Path) -> list[str]:
+    """Names of the inputs the served config takes (clients send only these)."""
+    return [t.name for t in read(config_pbtxt).input]
+
+
+def served_by(config: mc.ModelConfig) -> str:
+    """The Triton backend (or platform) a config names."""
+    return config.backend or config.platform
+
+
+def parts(config: mc.ModelConfig) -> list[str]:
+    """The models an ensemble config's steps name (empty for a single model)."""
+    return [s.model_name for s in config.ensemble_scheduling.step]
+
+
+def scenario_config(config: mc.ModelConfig, static_batching: bool = False,
+                    on_cpu: bool = False) -> mc.ModelConfig | None:
+    """The config to load instead of the written one: without the dynamic batcher (the
+    offline scenario), with the instances on the CPU (a CPU node standing in for a GPU
+    key, allow_gpu_mismatch); None when neither."""
+    if not (static_batching or on_cpu):
+        return None
+    loaded = mc.ModelConfig()
+    loaded.CopyFrom(config)
+    if static_batching:
+        loaded.ClearField("dynamic_batching")
+    if on_cpu:
+        for group in loaded.instance_group:
+            group.kind = mc.ModelInstanceGroup.KIND_CPU
+    return loaded
+
+
+def load_override(config: mc.ModelConfig, static_batching: bool = False,
+                  on_cpu: bool = False) -> dict | None:
+    """scenario_config as the JSON that Triton's load API takes."""
+    loaded = scenario_config(config, static_batching, on_cpu)
+    if loaded is None:
+        return None
+    return json_format.MessageToDict(loaded, preserving_proto_field_name=True)

@@ -1,0 +1,112 @@
+"""perf_analyzer against a running Triton: its command line, its CSV, retries.
+
+Offline (the references' static batching): gRPC, `--shared-memory system`, concurrency 1, one
+perf_analyzer call per batch size, the model loaded without its dynamic batcher.
+Online: HTTP, dynamic batching, one call per concurrency level at the online batch size.
+One call per row means a level that does not stabilise is retried (perf.attempts) and
+then fails the step, instead of silently ending a sweep with rows missing.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..tables import LATENCY_COLUMNS, PERF_COLUMNS, THROUGHPUT
+from ..tensors import numpy_dtype
+
+# perf_analyzer's CSV columns (microseconds), as the reference tables' (milliseconds).
+PA_TO_TABLE = dict(zip(
+    ["Client Send", "Network+Server Send/Recv", "Server Queue", "Server Compute Input",
+     "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency",
+     "p90 latency", "p95 latency", "p99 latency", "Avg latency"],
+    LATENCY_COLUMNS, strict=True))
+
+
+class PerfError(RuntimeError):
+    """perf_analyzer failed or did not reach a stable measurement."""
+
+
+def output_bytes(outputs: list[dict], batch: int) -> int:
+    per_sample = sum(
+        int(np.prod(t["dims"])) * np.dtype(numpy_dtype(t["dtype"])).itemsize for t in outputs
+    )
+    return per_sample * batch
+
+
+def command(run: dict, scenario: str, server, batch: int, concurrency: int,
+            data_json: Path, csv_path: Path, attempt: int = 1) -> list[str]:
+    """The perf_analyzer command line; a retry doubles the window's request count, as
+    perf_analyzer advises when it cannot stabilise."""
+    model, perf = run["model"], run["perf"]
+    request_count = model[scenario]["measurement_request_count"] * 2 ** (attempt - 1)
+    cmd = [
+        str(server.install.perf_analyzer), "-m", run["key"]["model"], "-x", "1",
+        "-b", str(batch), "--concurrency-range", f"{concurrency}:{concurrency}",
+        "--input-data", str(data_json),
+        "--measurement-mode", perf["measurement_mode"],
+        "--measurement-request-count", str(request_count),
+        "-p", str(perf["measurement_interval_ms"]),
+        "-s", str(perf["stability_percentage"]), "-r", str(perf["max_trials"]),
+        "-f", str(csv_path), "--verbose-csv",
+    ]
+    if scenario == "offline":
+        cmd += ["-i", "grpc", "-u", server.grpc_url, "--shared-memory", "system",
+                "--output-shared-memory-size", str(output_bytes(model["outputs"], batch))]
+    else:
+        cmd += ["-i", "http", "-u", server.http_url]
+    return cmd
+
+
+def parse_csv(text: str, batch: int) -> dict:
+    """One perf_analyzer CSV (one concurrency level) -> one row in the reference tables' units."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if len(rows) != 1:
+        raise PerfError(f"expected one measurement row from perf_analyzer, got {len(rows)}")
+    row = rows[0]
+    table = {"Batch": batch, "Concurrency": int(row["Concurrency"]),
+             THROUGHPUT: float(row["Inferences/Second"])}
+    table |= {ms: float(row[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
+    return table
+
+
+def measure(run: dict, scenario: str, server, batch: int, concurrency: int,
+            data_json: Path, work: Path, log) -> dict:
+    """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
+    cannot stabilise."""
+    csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}.csv"
+    attempts = run["perf"]["attempts"]
+    for attempt in range(1, attempts + 1):
+        cmd = command(run, scenario, server, batch, concurrency, data_json, csv_path, attempt)
+        csv_path.unlink(missing_ok=True)
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        result = subprocess.run(cmd, env=server.install.env, capture_output=True, text=True)
+        log.write(result.stdout + result.stderr)
+        log.flush()
+        if result.returncode == 0 and csv_path.is_file():
+            return parse_csv(csv_path.read_text(), batch)
+        log.write(f"[attempt {attempt}/{attempts} failed, exit code {result.returncode}]\n")
+    tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
+    raise PerfError(
+        f"perf_analyzer found no stable {scenario} measurement at batch {batch}, concurrency "
+        f"{concurrency} in {attempts} attempts (stability_percentage="
+        f"{run['perf']['stability_percentage']}, max_trials={run['perf']['max_trials']}):\n{tail}"
+    )
+
+
+def sweep(run: dict, scenario: str) -> list[tuple[int, int]]:
+    """(batch, concurrency) rows of a scenario, in the order of the reference tables."""
+    settings = run["model"][scenario]
+    if scenario == "offline":
+        return [(b, 1) for b in settings["batch_sizes"]]
+    return [(settings["batch_size"], c) for c in settings["concurrency"]]
+
+
+def table(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=PERF_COLUMNS)

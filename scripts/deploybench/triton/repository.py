@@ -1,0 +1,90 @@
+"""Triton model repositories on disk: a model's folder, what the python backend loads, and
+a scenario's copy of a repository.
+
+    <repository>/<model>/config.pbtxt
+    <repository>/<model>/1/<artifact>             the served model file (or folder)
+    <repository>/<model>/1/model.py               python backend: a file of deploybench.served
+    <repository>/<model>/1/deploybench_runners/   ... and the runners it imports
+
+Who serves a build: the framework backend of its format (onnxruntime, tensorrt, pytorch,
+tensorflow) when the server's backend directory has it, else the python backend running
+served/python_model.py over the same artifact (the embedded server has only that one).
+`server.serve_with` (auto | framework | python) overrides the choice.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..files import copy_artifact
+from ..served import RUNNERS, RUNNERS_BUNDLE, SERVED
+from . import config as triton_config
+
+VERSION = "1"
+CONFIG = "config.pbtxt"
+
+
+def config_path(repository: Path, name: str) -> Path:
+    return Path(repository) / name / CONFIG
+
+
+def add_python_model(version_dir: Path, served_file: str) -> None:
+    """`served/<served_file>` as the version folder's model.py, with the runners beside it."""
+    version_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SERVED / served_file, version_dir / "model.py")
+    shutil.copytree(RUNNERS, version_dir / RUNNERS_BUNDLE,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def choose_backend(run: dict, available: list[str]) -> str:
+    """The Triton backend that serves this run: its format's framework backend or
+    `python`, given the backends the server has (`available`) and `server.serve_with`."""
+    own, choice = run["backend"]["triton_backend"], run["server"].get("serve_with", "auto")
+    if choice == "python":
+        return "python"
+    if own and own in available:
+        return own
+    if choice == "framework":
+        why = (f"backend '{run['key']['backend']}' has no framework backend" if not own
+               else f"the server's backend directory has no '{own}' backend "
+                    f"(it has: {', '.join(sorted(available)) or 'none'})")
+        raise ValueError(f"server.serve_with is 'framework' but {why}; use serve_with: auto "
+                         "or python")
+    if "python" not in available:
+        raise ValueError(f"the server has neither the '{own}' nor the python backend "
+                         f"(it has: {', '.join(sorted(available)) or 'none'})")
+    return "python"
+
+
+def create(run: dict, artifact: Path, out_config: Path, available: list[str]) -> str:
+    """A single model: `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<artifact>`
+    (plus model.py and the runners for the python backend), for the server whose backends
+    are `available`; returns the Triton backend that serves it."""
+    backend = choose_backend(run, available)
+    model_dir = Path(out_config).parent
+    version_dir = model_dir / VERSION
+    version_dir.mkdir(parents=True, exist_ok=True)
+    if backend == "python":
+        add_python_model(version_dir, "python_model.py")
+    copy_artifact(artifact, version_dir / run["artifact"])
+    triton_config.write(triton_config.model_config(model_dir.name, run, backend, artifact),
+                        out_config)
+    return backend
+
+
+def scenario_repository(src: Path, dst: Path, static_batching: bool, on_cpu: bool) -> Path:
+    """`dst`: the repository `src` with every model's scenario config and links to the
+    rest of its files. An ensemble needs it: loading one (re)loads its parts from the
+    repository, so load-time overrides of the parts would be lost."""
+    for model_dir in sorted(p for p in Path(src).iterdir() if (p / CONFIG).is_file()):
+        out = Path(dst) / model_dir.name
+        out.mkdir(parents=True)
+        for item in model_dir.iterdir():
+            if item.name != CONFIG:
+                (out / item.name).symlink_to(item.resolve())
+        config = triton_config.read(model_dir / CONFIG)
+        triton_config.write(
+            triton_config.scenario_config(config, static_batching, on_cpu) or config,
+            out / CONFIG)
+    return Path(dst)

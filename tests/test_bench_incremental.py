@@ -1,0 +1,35 @@
+"""scripts/bench_incremental.py in its smoke mode: the tests' tiny matrix planned by the
+real Snakemake, marked built, then re-planned after each change."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, main_config
+from deploybench.config import Settings
+
+pytestmark = pytest.mark.e2e
+
+
+def test_smoke_run_prints_consistent_job_counts():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_incremental.py"),
+                             "--smoke"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {m.group(1).strip(): (int(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r"^(.+?)\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+$",
+                                 result.stdout, re.M)}
+    configurations = len(Settings(main_config()).matrix())
+    full, _ = rows["full plan"]
+    # per configuration: convert, conversion_check, native, model_repository, accuracy,
+    # offline, online, plots, configuration_report; per model: weights, data, eval set,
+    # perf data, and one export per format its configurations use
+    assert full > 9 * configurations
+    assert rows["nothing changed"][0] == 0
+    # a changed online sweep re-runs online, plots and the report of every configuration
+    assert rows["tft-tiny: online concurrency list"][0] == 3 * configurations
+    assert rows["tft-tiny: weights seed"][0] == full  # the only model: everything
+    floor_jobs, floor_s = rows["Snakemake's floor (same shape, no functions)"]
+    assert abs(floor_jobs - full) <= 0.05 * full and floor_s > 0
+    assert re.search(r"^full plan / Snakemake's floor: [\d.]+$", result.stdout, re.M)

@@ -1,0 +1,142 @@
+"""The reference documents' published tables (../shared/seeds), parsed once into
+config/reference/ (kept in sync)."""
+
+from pathlib import Path
+
+import pytest
+
+from deploybench import reference_tables
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = ROOT.parent / "shared" / "seeds"
+TFT = "002_86a4b5901d69b16e.txt"
+COMMITTED = ROOT / "config" / "reference" / "tables.csv"
+
+needs_seeds = pytest.mark.skipif(
+    not (SEEDS / "INDEX.md").is_file(),
+    reason=f"seed documents not beside the repository ({SEEDS} is absent)")
+
+
+@pytest.fixture(scope="module")
+def tft():
+    return reference_tables.parse_document(SEEDS / TFT)
+
+
+@pytest.fixture(scope="module")
+def every_seed():
+    return reference_tables.parse_documents(SEEDS)
+
+
+@needs_seeds
+def test_tft_known_rows(tft):
+    assert set(tft["document"]) == {TFT}
+    assert set(tft["model"]) == {"TFT (electricity, traffic)"}
+    a100 = tft[(tft["gpu_key"] == "a100") & (tft["dataset"] == "electricity")]
+    assert set(a100["gpu"]) == {"NVIDIA DGX A100 (1x A100 80GB)"}
+    offline = a100[a100["scenario"] == "offline"].set_index(["backend", "batch"])
+    assert offline.loc[("NVIDIA TensorRT", 1024), "Inferences/Second"] == 54061.8
+    assert offline.loc[("PyTorch", 1024), "Inferences/Second"] == 25159.9
+    row = offline.loc[("PyTorch", 1)]
+    assert row["Inferences/Second"] == 205.0 and row["precision"] == "FP16"
+    assert row["concurrency"] == 1 and row["max_batch_size"] == 1024
+    online = a100[(a100["scenario"] == "online") & (a100["backend"] == "PyTorch")]
+    at8 = online.set_index("concurrency").loc[8]
+    assert at8["batch"] == 16 and at8["Inferences/Second"] == 8080.0
+    # 4 GPUs x 2 backends x 2 datasets x (11 offline batch sizes + 32 online concurrencies)
+    assert len(tft) == 4 * 2 * 2 * (11 + 32)
+    assert list(tft.columns[-15:]) == reference_tables.KEYS + reference_tables.METRICS
+
+
+@needs_seeds
+def test_every_document_irregularities(every_seed):
+    counts = every_seed.groupby(["document", "scenario"]).size().to_dict()
+    assert counts == {
+        ("000_ed20038684edc44b.txt", "offline"): 72, ("000_ed20038684edc44b.txt", "online"): 256,
+        ("001_a05501836336c82b.txt", "offline"): 32, ("001_a05501836336c82b.txt", "online"): 128,
+        ("002_86a4b5901d69b16e.txt", "offline"): 176, ("002_86a4b5901d69b16e.txt", "online"): 512,
+        ("003_c41fefe0334b576a.txt", "offline"): 60, ("004_0e3f950e04427afa.txt", "offline"): 48,
+    }
+    by_doc = every_seed.set_index("document")
+    # 003 publishes microseconds under unit-less headers: converted to ms
+    dlrm = by_doc.loc["003_c41fefe0334b576a.txt"]
+    first = dlrm.iloc[0]
+    assert first["model_architecture"] == "DLRM" and first["batch"] == 256
+    assert first["Inferences/Second"] == 364000.0 and first["avg latency (ms)"] == 0.696
+    # 001: Client Batch Size / Concurrent client requests, scenario-wide parameters
+    fastpitch = by_doc.loc["001_a05501836336c82b.txt"]
+    online = fastpitch[fastpitch["scenario"] == "online"].iloc[0]
+    assert online["concurrency"] == 1 and online["Inferences/Second"] == 82.1
+    assert online["sequence_length"] == 128 and online["triton_preferred_batch_sizes"] == "4 8"
+    assert online["model_format"] == "TorchScript"  # the section's own value wins
+    assert set(every_seed["gpu_key"]) == {"a30", "a40", "a100", "v100", "t4"}
+
+
+@needs_seeds
+def test_committed_table_is_a_fresh_parse(every_seed):
+    assert COMMITTED.read_text() == reference_tables.to_csv_text(every_seed), (
+        "stale: python -m deploybench.reference_tables ../shared/seeds "
+        "config/reference/tables.csv")
+
+
+LINEAR = ["Offline: NVIDIA T4, PyTorch with FP16, Dataset: x", reference_tables.INTRO,
+          "Parameter Name", "Parameter Value", "GPU", "NVIDIA T4", "Results Table",
+          "Batch", "Concurrency", "Inferences/Second", "avg latency (ms)"]
+
+
+def test_linear_section(tmp_path):
+    path = tmp_path / "ok.txt"
+    path.write_text("\n".join(["Deploying the X model on Triton", *LINEAR,
+                               "1", "1", "100.0", "10.0", "Caption of a plot"]))
+    parsed = reference_tables.parse_document(path)
+    assert parsed["model"].tolist() == ["X"] and parsed["gpu_key"].tolist() == ["t4"]
+    assert parsed["avg latency (ms)"].tolist() == [10.0]
+
+
+def test_malformed_linear_table_names_the_section(tmp_path):
+    (tmp_path / "bad.txt").write_text("\n".join([*LINEAR, "1", "1", "100.0"]))
+    with pytest.raises(ValueError, match="section 'Offline: NVIDIA T4, PyTorch with FP16, "
+                                         "Dataset: x': 3 values"):
+        reference_tables.parse_document(tmp_path / "bad.txt")
+
+
+def test_malformed_markdown_row_names_the_section(tmp_path):
+    text = """# Deploying the X model on Triton
+#### Online: NVIDIA A30, ONNX Runtime with FP16
+Our results were obtained using the following configuration:
+| Parameter Name | Parameter Value |
+|:---|:---|
+| GPU | NVIDIA A30 |
+<summary>Results Table</summary>
+| Batch | Concurrency | Inferences/Second | avg latency (ms) |
+|---:|---:|---:|---:|
+| 1 | 1 | 100.0 | 10.0 |
+| 1 | 2 | 200.0 |
+"""
+    (tmp_path / "bad.txt").write_text(text)
+    with pytest.raises(ValueError, match="section 'Online: NVIDIA A30, ONNX Runtime with "
+                                         "FP16': a row of 3 cells under 4 headers"):
+        reference_tables.parse_document(tmp_path / "bad.txt")
+
+
+def test_committed_gpu_results_sit_beside_the_published_rows():
+    from deploybench.steps.report import reference_comparison
+
+    configs = sorted((ROOT / "results" / "tft" / "h100").glob("*/README.md"))
+    table = reference_comparison(configs, ROOT / "config/reference/tables.csv",
+                                 "002_86a4b5901d69b16e.txt", {"dataset": "electricity"}, "offline")
+    row = table.set_index("Batch").loc[1024]
+    assert row["a100 NVIDIA TensorRT FP16 (reference)"] == 54061.8
+    assert row["a100 PyTorch FP16 (reference)"] == 25159.9
+    assert row["h100 ts-trace-cg_fp16"] > 0
+
+
+def test_numeric_filters_match_the_tables_numbers():
+    """FastPitch narrows its document by sequence_length: 128 in YAML, 128.0 in the CSV."""
+    from deploybench.steps.report import reference_comparison
+
+    configs = sorted((ROOT / "results" / "fastpitch" / "h100").glob("*/README.md"))
+    table = reference_comparison(configs, ROOT / "config/reference/tables.csv",
+                                 "001_a05501836336c82b.txt", {"sequence_length": 128}, "offline")
+    reference_columns = [c for c in table.columns if c.endswith("(reference)")]
+    assert "a100 PyTorch FP16 (reference)" in reference_columns and len(reference_columns) == 8
+    assert table[reference_columns].notna().all().all()
