@@ -6,12 +6,17 @@ from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
+from deploybench.config import check_main
+
 min_version("9.0")
 
 
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
+# --config hands values over as strings: numbers and booleans where the schema says so;
+# then Snakemake's validation fills the schema's defaults.
+check_main(config)
 validate(config, "config/schema/config.schema.yaml")
 
 

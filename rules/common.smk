@@ -14,6 +14,8 @@ from deploybench.plugins import sources as plugin_sources
 from deploybench.served import bundled_code
 
 SETTINGS = Settings(config, root=Path(workflow.basedir))
+# A config error fails the run here, also when every result already exists.
+SETTINGS.check_all(config["targets"])
 
 
 # Loose patterns: a key that matches them but is not configured is refused by the input
@@ -136,6 +138,25 @@ def data_dir(w):
     """The user's dataset when configured, else the generated one."""
     path = SETTINGS.export_settings(w.model)["data"]["path"]
     return path if path else layout.fill(src("data"), model=w.model)
+
+
+def _files(path):
+    """A file, or every file under a folder: what a step reads of the user's checkpoint
+    or dataset, so that replacing one in place re-runs what read it."""
+    path = Path(path)
+    return sorted(str(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else [str(path)]
+
+
+def data_files(w):
+    """The files of the user's dataset (none for a generated one: a rule's output)."""
+    path = SETTINGS.export_settings(w.model)["data"]["path"]
+    return _files(path) if path else []
+
+
+def checkpoint_files(w):
+    """The files of the user's checkpoint (none for a seeded initialisation)."""
+    path = SETTINGS.export_settings(w.model)["weights"]["checkpoint"]
+    return _files(path) if path else []
 
 
 def exported_path(w):

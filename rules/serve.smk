@@ -78,7 +78,8 @@ rule native:
         converted=converted_path,
         eval_set=src("eval.npz"),
     output:
-        out=cfg("native.csv"),
+        out_csv=cfg("native.csv"),
+        out_json=cfg("native.json"),
     params:
         spec=spec("native"),
     threads: measuring_threads()

@@ -2,6 +2,8 @@
 
 
 rule weights:
+    input:
+        checkpoint=checkpoint_files,
     output:
         out=src("weights.pt"),
     params:
@@ -41,6 +43,7 @@ rule eval_set:
     input:
         weights=src("weights.pt"),
         data=data_dir,
+        data_files=data_files,
     output:
         out=src("eval.npz"),
     params:
@@ -120,6 +123,7 @@ rule sparse_export:
     input:
         weights=src("weights.pt"),
         data=data_dir,
+        data_files=data_files,
     output:
         out=directory(layout.sparse()),
     params:

@@ -136,8 +136,7 @@ def serve_sparse(triton, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int]
     cache counters."""
     import tritonclient.grpc as grpcclient
 
-    with TritonServer(triton, tmp / "repo", tmp / "server.log") as server:
-        server.load("sparse")
+    with TritonServer(triton, tmp / "repo", tmp / "server.log", "sparse") as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
 
         def infer(request_ids):

@@ -15,4 +15,5 @@ fi
 export PYTHONPATH="$dest/site:$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$dest/bin:$PATH"
 export DEPLOYBENCH_SERVER_PYTHONPATH="$dest/stub-site"
+export DEPLOYBENCH_SHM_SHIM="$dest/bin/libdeploybench_shm.so"
 exec python3 -m snakemake "$@" --resources bench_slot=1  # last: it takes several values

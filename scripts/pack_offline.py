@@ -5,7 +5,8 @@ no snakemake, no tritonclient, no Triton server. This collects, from this machin
 environment:
   - the Triton server of the nvidia-pytriton wheel (binary, python backend with the stub
     of the target Python, its libraries minus the unused libpython),
-  - perf_analyzer (tritonclient 2.50 wheel), libcudart.so.12 it links,
+  - perf_analyzer (tritonclient 2.50 wheel), libcudart.so.12 it links, and the
+    shared-memory shim (deploybench/triton/shm_prefix.c) built for x86-64,
   - the Python packages the pipeline needs that the target lacks: pure-Python ones are
     copied from this environment, compiled ones are fetched as wheels for the target
     Python (pip download, so this step needs the package index),
@@ -14,6 +15,7 @@ into `<out>/offline-py<X.Y>.tar.xz`. On the target:
     mkdir -p /tmp/db && tar -xJf .pack/offline-py3.12.tar.xz -C /tmp/db
     export PYTHONPATH=/tmp/db/site:$PWD/scripts PATH=/tmp/db/bin:$PATH
     export DEPLOYBENCH_SERVER_PYTHONPATH=/tmp/db/stub-site
+    export DEPLOYBENCH_SHM_SHIM=/tmp/db/bin/libdeploybench_shm.so
     python3 -m snakemake ...
 (scripts/offline_run.sh does this.)
 
@@ -136,6 +138,10 @@ def pack_triton(python: str, site: Path, bin_dir: Path) -> None:
                          "perf_analyzer")
     bin_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(perf_analyzer, bin_dir / "perf_analyzer")
+    # the shared-memory shim, built here (the target may have no C compiler)
+    from deploybench.triton.install import prepare
+
+    shutil.copy2(prepare().shm_shim, bin_dir / "libdeploybench_shm.so")
 
 
 def main() -> None:

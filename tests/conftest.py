@@ -1,3 +1,4 @@
+import importlib
 import os
 import re
 import subprocess
@@ -55,3 +56,54 @@ def settings():
     from deploybench.config import Settings
 
     return Settings(main_config())
+
+
+def needs(module: str):
+    """An optional package a test needs (the tf extra, scikit-learn): the test is skipped
+    where it is not installed, and fails under CI, which installs every extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail(f"'{module}' is not installed: CI installs every extra "
+                        "(scripts/setup.sh)", pytrace=False)
+        pytest.skip(f"'{module}' is not installed", allow_module_level=True)
+
+
+def perf_commands(log: Path) -> list[list[str]]:
+    """The perf_analyzer command lines a measuring step ran, from its log."""
+    return [line[2:].split() for line in log.read_text().splitlines() if line.startswith("$ ")]
+
+
+def check_measurements(run: Path, config: dict) -> None:
+    """What the measuring steps of one configuration wrote is consistent with itself and
+    with what ran: every row obeys Little's law (throughput = batch x concurrency / average
+    latency), perf_analyzer really ran with each scenario's flags (from its log), and the
+    native rows are timings of at least ten iterations."""
+    import pandas as pd
+
+    for scenario in ("offline", "online"):
+        table = pd.read_csv(run / f"{scenario}.csv")
+        predicted = table["Batch"] * table["Concurrency"] / (table["avg latency (ms)"] / 1e3)
+        deviation = (table["Inferences/Second"] / predicted - 1).abs()
+        assert (deviation < 0.05).all(), (scenario, table, deviation)
+        commands = perf_commands(run / "logs" / f"{scenario}_perf_analyzer.log")
+        ran = [(c[c.index("-b") + 1], c[c.index("--concurrency-range") + 1]) for c in commands]
+        if scenario == "offline":
+            wanted = [(str(b), "1:1") for b in config["offline"]["batch_sizes"]]
+            for command in commands:
+                assert command[command.index("-i") + 1] == "grpc", command
+                assert command[command.index("--shared-memory") + 1] == "system", command
+        else:
+            batch = str(config["online"]["batch_size"])
+            wanted = [(batch, f"{c}:{c}") for c in config["online"]["concurrency"]]
+            for command in commands:
+                assert command[command.index("-i") + 1] == "http", command
+                assert "--shared-memory" not in command, command
+        assert list(dict.fromkeys(ran)) == wanted, (scenario, ran)  # retries repeat a row
+
+    native = pd.read_csv(run / "native.csv")
+    assert list(native["Batch"]) == config["offline"]["batch_sizes"]
+    assert (native["iterations"] >= 10).all(), native
+    timed = native["Batch"] / (native["median latency (ms)"] / 1e3)
+    assert ((native["Inferences/Second"] / timed - 1).abs() < 0.01).all(), native

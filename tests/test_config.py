@@ -78,7 +78,7 @@ def test_a_server_kind_without_its_location_is_refused(kind, missing):
         Settings(main_config(server={"kind": kind}))
 
 
-def test_a_container_server_runs_the_image_with_gpus_and_the_workdir(tmp_path, monkeypatch):
+def test_a_container_servers_command_names_the_image_gpus_and_workdir(tmp_path, monkeypatch):
     """The container kind starts through the same TritonServer code path: only the argv
     prefix differs (the engine itself is not on this machine)."""
     from deploybench.triton import install
@@ -134,3 +134,38 @@ def test_the_pytorch_path_never_imports_tensorflow():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_config_file_that_is_not_yaml_is_named(tmp_path):
+    (tmp_path / "broken.yaml").write_text("plugin: tft\ninputs: [a, b\n")
+    with pytest.raises(ConfigError, match=r"(?s)configuration file '.*broken\.yaml' is not "
+                                          r"valid YAML: .*line 2, column 9"):
+        Settings(main_config(models_dir=str(tmp_path))).check_all([])
+
+
+def test_config_strings_become_the_numbers_and_booleans_the_schema_wants():
+    from deploybench.config import check_main
+
+    config = main_config()
+    config["perf"] |= {"attempts": "5", "stability_percentage": "12.5"}
+    config["allow_gpu_mismatch"] = "true"
+    config["server"]["start_timeout_s"] = "90"
+    config["targets"][0]["model"] = "123"  # a string where the schema wants one
+    check_main(config)
+    assert config["perf"]["attempts"] == 5 and config["perf"]["stability_percentage"] == 12.5
+    assert config["allow_gpu_mismatch"] is True and config["server"]["start_timeout_s"] == 90
+    assert config["targets"][0]["model"] == "123"
+    config["perf"]["max_trials"] = "ten"
+    with pytest.raises(ConfigError, match="'perf/max_trials': 'ten' is not of type 'integer'"):
+        check_main(config)
+
+
+def test_every_schema_is_a_valid_json_schema():
+    """The validators are built without checking the schemas (start-up time): here they are."""
+    import jsonschema
+
+    from deploybench.config import SCHEMA_DIR, _load_yaml
+
+    for path in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
+        schema = _load_yaml(path)
+        jsonschema.validators.validator_for(schema).check_schema(schema)

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import yaml
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
+from conftest import needs
+
+tf = needs("tensorflow")
+keras = needs("keras")
 
 from deploybench.models import dlrm  # noqa: E402
 from deploybench.models.dlrm import data as dlrm_data  # noqa: E402
@@ -192,7 +194,7 @@ def test_auc_on_hand_computed_examples():
 
 
 def test_auc_matches_sklearn_if_installed():
-    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    sklearn_metrics = needs("sklearn.metrics")
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, 500)
     scores = np.round(rng.random(500), 2)  # many ties
@@ -254,8 +256,8 @@ def test_savedmodel_round_trip(hparams, tmp_path):
 
 
 def test_onnx_export_if_available(tmp_path):
-    tf2onnx = pytest.importorskip("tf2onnx")
-    ort = pytest.importorskip("onnxruntime")
+    tf2onnx = needs("tf2onnx")
+    ort = needs("onnxruntime")
     model = dlrm.build_model(TINY, None, 2)
 
     @tf.function(input_signature=_signature())

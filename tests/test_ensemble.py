@@ -9,6 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from conftest import needs
 from deploybench import artifacts, source_model
 from deploybench.config import ConfigError
 from deploybench.ensemble import artifact as ensemble_artifact
@@ -19,7 +20,6 @@ from deploybench.runners.embeddings import (
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
-    cached_rows,
 )
 from deploybench.triton import config as triton_config
 
@@ -61,7 +61,7 @@ def test_lookups_through_the_cache_equal_the_full_table(tmp_path, fraction, engi
                                   full_lookup(storage, offsets, SIZES, ids.astype(np.int32) % 100))
 
     # the cache holds exactly each table's first floor(fraction x rows) ranked rows
-    cached = set(cached_rows(ranking, SIZES, fraction).tolist())
+    cached = {int(row) for o, n in zip(offsets, SIZES) for row in ranking[o:o + int(fraction * n)]}
     assert len(embeddings.cache) == len(cached) == sum(int(fraction * n) for n in SIZES)
     rows = (np.mod(ids, SIZES) + offsets)
     assert embeddings.lookups.tolist() == [600] * len(SIZES)
@@ -97,7 +97,7 @@ def test_hit_rates_from_the_metrics_text():
 
 
 def test_sparse_export_keeps_the_tables_and_ranks_rows_by_frequency(settings, tmp_path):
-    pytest.importorskip("tensorflow")
+    needs("tensorflow")
     from deploybench.steps import source
 
     model = settings.split_export_settings("dlrm-tiny")
@@ -229,9 +229,8 @@ def test_the_offline_scenario_serves_a_static_copy_of_the_repository(settings, t
     repo = tmp_path / "repo"
     artifacts.repository(run, converted, repo / "dlrm-tiny/config.pbtxt", ["python"])
 
-    copy, override = artifacts.scenario(repo, repo / "dlrm-tiny/config.pbtxt",
-                                        tmp_path / "offline", True, False)
-    assert copy == tmp_path / "offline" and override is None
+    copy = artifacts.scenario(repo, tmp_path / "offline", True, False)
+    assert copy == tmp_path / "offline"
     for model in ("dlrm-tiny", "dlrm-tiny-sparse", "dlrm-tiny-dense"):
         written = triton_config.read(repo / model / "config.pbtxt")
         served = triton_config.read(copy / model / "config.pbtxt")

@@ -3,12 +3,17 @@ perf_analyzer, and the incremental behaviour of re-runs."""
 
 import json
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, planned_jobs, snakemake
+from conftest import ROOT, TINY, check_measurements, planned_jobs, snakemake
+from deploybench.config import deep_merge
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
 
@@ -25,7 +30,7 @@ def built(tmp_path_factory):
     return work
 
 
-def test_full_build_produces_every_artifact(built):
+def test_full_build_produces_every_artifact(built, settings):
     run = built / RUN
     check = pd.read_csv(run / "conversion_check.csv")
     assert check["passed"].all() and check["max_abs_error"].max() < 1e-4
@@ -46,9 +51,10 @@ def test_full_build_produces_every_artifact(built):
     assert list(offline["Batch"]) == [1, 4] and set(offline["Concurrency"]) == {1}
     online = pd.read_csv(run / "online.csv")
     assert list(online["Concurrency"]) == [1, 2] and set(online["Batch"]) == {1}
-    for table in (offline, online):
-        assert (table["Inferences/Second"] > 0).all()
-        assert (table["avg latency (ms)"] > 0).all()
+    check_measurements(run, settings.run("tft-tiny", "cpu", "onnx", "fp32")["model"])
+    for scenario in ("accuracy", "offline", "online", "native"):  # each held the device
+        lock = json.loads((run / f"{scenario}.json").read_text())["provenance"]["device_lock"]
+        assert lock["device"] == "cpu" and lock["released_at"] > lock["acquired_at"]
 
     report = json.loads((run / "offline.json").read_text())
     assert report["perf_analyzer_settings"]["shared_memory"] == "system"
@@ -130,6 +136,101 @@ def test_gpu_targets_dry_run_but_are_refused_on_this_machine(built):
     assert not (run / "conversion_check.csv").exists()
 
 
+def _tiny_models(tmp_path, **changes) -> str:
+    """A models folder with tft-tiny's config changed: `--config models_dir=<it>`."""
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    (models / "tft-tiny.yaml").write_text(yaml.safe_dump(deep_merge(model, changes)))
+    return f"models_dir={models}"
+
+
+def test_a_config_error_fails_the_run_though_every_result_exists(built, tmp_path):
+    assert "Nothing to be done" in snakemake(built, "-n").stdout
+    too_big = _tiny_models(tmp_path, device_overrides={"cpu": {"offline": {
+        "batch_sizes": [1, 4, 16]}}})
+    result = snakemake(built, "-n", "--config", too_big, check=False)
+    assert result.returncode != 0
+    assert ("model 'tft-tiny' on GPU key 'cpu': offline.batch_sizes [16] exceed "
+            "triton.max_batch_size 8") in result.stdout + result.stderr
+
+
+def test_numbers_given_with_config_are_numbers(built):
+    """Snakemake hands --config values over as strings; the schema's types win."""
+    result = snakemake(built, "-n", "--config", "perf={attempts: 5, stability_percentage: 45}",
+                       "allow_gpu_mismatch=false")
+    assert "Nothing to be done" not in result.stdout  # the offline/online settings changed
+    jobs = planned_jobs(result)
+    assert jobs["offline"] == jobs["online"] == 1 and "accuracy" not in jobs, jobs
+    result = snakemake(built, "-n", "--config", "perf={attempts: many}", check=False)
+    assert "invalid value at 'perf/attempts': 'many' is not of type 'integer'" in (
+        result.stdout + result.stderr)
+
+
+def test_a_checkpoint_or_data_file_replaced_in_place_reruns_what_read_it(tmp_path):
+    import torch
+
+    from deploybench.models import tft
+
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    data = tmp_path / "data"
+    tft.generate_dataset(model["hparams"], str(data), **model["data"]["generate"])
+    checkpoint = tmp_path / "checkpoint.pt"
+    torch.save({"model": tft.build_model(model["hparams"], None, 4).model.state_dict()},
+               checkpoint)
+    models = _tiny_models(tmp_path, data={"path": str(data)},
+                          weights={"checkpoint": str(checkpoint)})
+    work = tmp_path / "work"
+    work.mkdir()
+    target = "results/tft-tiny/source/eval.npz"
+    snakemake(work, target, "--config", models)
+    assert "Nothing to be done" in snakemake(work, "-n", target, "--config", models).stdout
+    # Snakemake re-runs for a newer file whose content changed: new data, same path
+    time.sleep(1.1)
+    other = tmp_path / "other"
+    tft.generate_dataset(model["hparams"], str(other), **{**model["data"]["generate"],
+                                                           "seed": 9})
+    (data / "test.bin").write_bytes((other / "test.bin").read_bytes())
+    jobs = planned_jobs(snakemake(work, "-n", target, "--config", models))
+    assert set(jobs) == {"eval_set"}, jobs
+    snakemake(work, target, "--config", models)
+    time.sleep(1.1)
+    torch.save({"model": tft.build_model(model["hparams"], None, 5).model.state_dict()},
+               checkpoint)
+    jobs = planned_jobs(snakemake(work, "-n", target, "--config", models))
+    assert set(jobs) == {"weights", "eval_set"}, jobs
+
+
+def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):
+    """Two snakemake processes started together, each with a measurement on the same
+    device: the device lock makes the second wait for the first, and each result says
+    when it held the device."""
+    from deploybench.locks import device_lock
+
+    other = "results/tft-tiny/cpu/ts-trace_fp32"
+    snakemake(built, f"{other}/accuracy.csv")
+    targets = [f"{RUN}/offline.csv", f"{other}/offline.csv"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    with device_lock("cpu"):  # both invocations start while the device is busy
+        runs = [subprocess.Popen([sys.executable, "-m", "snakemake", "--snakefile",
+                                  str(ROOT / "Snakefile"), "--directory", str(built),
+                                  "--configfile", str(TINY), "-c2", target,
+                                  "--forcerun", "offline", "--resources", "bench_slot=1"],
+                                 cwd=built, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+                for target in targets]
+        time.sleep(8)
+        waiting = [r.poll() is None for r in runs]  # both wait for the device
+        assert all(waiting), [r.communicate()[0][-3000:] for r in runs]
+    outputs = [r.communicate(timeout=600)[0] for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], [o[-3000:] for o in outputs]
+    locks = sorted((json.loads((built / t.replace(".csv", ".json")).read_text())
+                    ["provenance"]["device_lock"] for t in targets),
+                   key=lambda lock: lock["acquired_at"])
+    assert all(lock["waited_s"] > 0 for lock in locks), locks
+    assert locks[0]["released_at"] <= locks[1]["acquired_at"], locks  # one at a time
+
+
 def test_failed_step_keeps_the_earlier_good_result(built, tmp_path):
     """A failing re-run (unreachable stability) leaves no partial CSV, and the earlier
     good measurement survives in history/ (Snakemake deletes a re-run job's outputs)."""
@@ -144,5 +245,6 @@ def test_failed_step_keeps_the_earlier_good_result(built, tmp_path):
     assert "no stable offline measurement" in (built / RUN / "logs/offline.log").read_text()
     assert not (built / RUN / "offline.csv").exists()
     assert not list((built / RUN).glob(".offline*.tmp-*"))
+    assert not (built / RUN / ".offline-work").exists()  # perf_analyzer's CSVs are gone
     kept = [p.read_text() for p in (built / RUN / "history").glob("offline-*.csv")]
     assert good in kept

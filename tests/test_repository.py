@@ -1,6 +1,8 @@
 """Generated Triton model configs, python-backend and framework-backend, for every model ×
 format, parsed back with Triton's own ModelConfig protobuf."""
 
+import re
+
 import onnx
 import pytest
 import yaml
@@ -67,25 +69,23 @@ def test_every_config_parses_back_with_the_protobuf(all_settings, tmp_path):
     assert seen == expected
 
 
-def test_framework_backend_configs_carry_what_their_backend_needs(all_settings):
-    if "bert-tiny" not in all_settings.models:
-        pytest.skip("the test models only")
-    run = all_settings.run("bert-tiny", "h100", "ort-trt", "fp16")
+def test_framework_backend_configs_carry_what_their_backend_needs(settings):
+    run = settings.run("bert-tiny", "h100", "ort-trt", "fp16")
     config = triton_config.model_config("bert", run, repository.choose_backend(run, NGC_SERVER))
     assert config.backend == "onnxruntime" and config.default_model_filename == "model.onnx"
     (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert accel.name == "tensorrt" and accel.parameters["precision_mode"] == "FP16"
 
-    run = all_settings.run("bert-tiny", "h100", "trt", "fp16")
+    run = settings.run("bert-tiny", "h100", "trt", "fp16")
     config = triton_config.model_config("bert", run, repository.choose_backend(run, NGC_SERVER))
     assert config.platform == "tensorrt_plan" and config.default_model_filename == "model.plan"
 
-    run = all_settings.run("bert-tiny", "h100", "ts-trace", "fp16")
+    run = settings.run("bert-tiny", "h100", "ts-trace", "fp16")
     config = triton_config.model_config("bert", run, "pytorch")
     assert config.backend == "pytorch"  # int32 inputs as declared, FP16 logits out
     assert {t.data_type for t in config.output} == {mc.TYPE_FP16}
     with pytest.raises(ValueError, match="FP32 inputs .*s_cont__1"):
-        triton_config.model_config("tft", all_settings.run("tft-tiny", "h100", "ts-trace", "fp16"),
+        triton_config.model_config("tft", settings.run("tft-tiny", "h100", "ts-trace", "fp16"),
                                 "pytorch")
 
 
@@ -123,3 +123,48 @@ def test_onnxruntime_config_lists_only_the_graph_inputs(settings, tmp_path):
     assert [t.name for t in framework.input] == kept
     python = triton_config.model_config("tft", run, "python", path)
     assert len(python.input) == len(run["model"]["inputs"])
+
+
+FRAMEWORK_FORMATS = {"onnx": "model.onnx", "trt": "model.plan", "ts-trace": "model.pt",
+                     "tf-savedmodel": "model.savedmodel"}
+
+
+@pytest.mark.e2e
+def test_the_real_server_accepts_every_framework_backend_config(settings, tmp_path):
+    """Each config of a framework backend, loaded by the real Triton core: the embedded
+    server has none of those backends, so each model must fail on the missing backend,
+    after its config passed Triton's own validation (a config error would say so)."""
+    from deploybench.triton import install
+    from deploybench.triton.server import ServerError, TritonServer
+
+    repo = tmp_path / "repo"
+    names = []
+    for model in settings.models:
+        for backend, artifact in FRAMEWORK_FORMATS.items():
+            if backend not in settings.models[model]["backends"]:
+                continue
+            run = settings.run(model, "h100", backend, "fp32")
+            name = f"{model}-{backend}"
+            config = triton_config.model_config(name, run, run["backend"]["triton_backend"])
+            (repo / name / "1" / artifact).parent.mkdir(parents=True)
+            (repo / name / "1" / artifact).write_bytes(b"")
+            triton_config.write(config, repo / name / "config.pbtxt")
+            names.append((name, run["backend"]["triton_backend"]))
+    assert len(names) >= 10
+    # a config Triton's validation refuses, to show the check tells the two apart
+    broken = triton_config.read(repo / names[0][0] / "config.pbtxt")
+    broken.name = "broken"
+    broken.dynamic_batching.preferred_batch_size[:] = [broken.max_batch_size + 1]
+    (repo / "broken" / "1").mkdir(parents=True)
+    triton_config.write(broken, repo / "broken" / "config.pbtxt")
+    with pytest.raises(ServerError) as failed:
+        with TritonServer(install.prepare(), repo, tmp_path / "server.log"):
+            pass
+    log = (tmp_path / "server.log").read_text()
+    for name, backend in names:
+        assert f"Poll failed for model directory '{name}'" not in log  # the config is valid
+        (reason,) = re.findall(rf"failed to load '{re.escape(name)}' version 1: (.*)", log)
+        assert f"unable to find backend library for backend '{backend}'" in reason, reason
+    (reason,) = re.findall(r"Poll failed for model directory 'broken': (.*)", log)
+    assert "preferred size must be <= max batch size" in reason, reason
+    assert "exit code 1" in str(failed.value)

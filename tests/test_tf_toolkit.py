@@ -1,12 +1,14 @@
 """The TensorFlow side of the toolkit on a small Keras model: SavedModel and ONNX exports
 with the config's tensor names, the runner the python backend serves them with, and the
-native tensorflow backend's config."""
+config of Triton's tensorflow backend."""
 
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
+from conftest import needs
+
+tf = needs("tensorflow")
+keras = needs("keras")
 
 from deploybench import keras_export, runners  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402

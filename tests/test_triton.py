@@ -1,7 +1,14 @@
-"""The real Triton server: start/stop, ports, load failures, generated configs."""
+"""The real Triton server: start/stop, ports, load failures, generated configs, the
+dynamic batcher, a dead server, private shared memory."""
 
+import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -44,15 +51,15 @@ def test_generated_config_parses_with_tritons_schema(toy_repo):
     assert config.max_batch_size == 8
     assert list(config.dynamic_batching.preferred_batch_size) == [4]
     assert config.parameters["runner"].string_value == "onnxruntime"
-    assert "dynamic_batching" not in triton_config.load_override(config, static_batching=True)
+    assert not triton_config.scenario_config(config, static_batching=True).HasField(
+        "dynamic_batching")
 
 
 @pytest.mark.e2e
 def test_server_serves_the_model_and_always_stops(toy_repo):
     work, model = toy_repo
-    server = TritonServer(install.prepare(), work / "repo", work / "server.log")
+    server = TritonServer(install.prepare(), work / "repo", work / "server.log", "toy")
     with pytest.raises(RuntimeError, match="boom"), server:
-        server.load("toy")
         x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
         (y,) = infer_all(server.grpc_url, RUN, [x], batch_size=2)
         np.testing.assert_allclose(y, model(torch.from_numpy(x)).detach().numpy(), atol=1e-5)
@@ -72,7 +79,7 @@ def test_a_port_in_use_is_refused_by_name(toy_repo):
         taken = sock.getsockname()[1]
         ports = {"http": taken, "grpc": taken + 1, "metrics": taken + 2}
         with pytest.raises(ServerError, match=f"server.ports.http={taken} is already in use"):
-            TritonServer(install.prepare(), work / "repo", work / "s.log", ports)
+            TritonServer(install.prepare(), work / "repo", work / "s.log", ports=ports)
 
 
 @pytest.mark.e2e
@@ -81,12 +88,13 @@ def test_a_model_that_fails_to_load_reports_the_servers_reason(toy_repo):
     broken = work / "broken_repo" / "toy"
     shutil.copytree(work / "repo" / "toy", broken)  # model.py and the runners it imports
     (broken / "1" / "model.onnx").write_bytes(b"not an onnx file")
-    with TritonServer(install.prepare(), broken.parent, work / "broken.log") as server:
-        with pytest.raises(ServerError, match="failed to load model 'toy'"):
-            server.load("toy")
+    with pytest.raises(ServerError, match="failed to load model 'toy'") as failed:
+        with TritonServer(install.prepare(), broken.parent, work / "broken.log", "toy"):
+            pass
+    assert "INVALID_PROTOBUF" in str(failed.value)  # ONNX Runtime's own reason, from the log
 
 
-def test_perf_retries_lengthen_the_measurement_window():
+def test_a_retried_command_doubles_the_request_count():
     """perf_analyzer's advice when it cannot stabilise: more requests per window."""
     from types import SimpleNamespace
 
@@ -102,3 +110,165 @@ def test_perf_retries_lengthen_the_measurement_window():
         cmd = perf_analyzer.command(run, "online", server, 1, 4, "data.json", "out.csv", attempt)
         counts.append(int(cmd[cmd.index("--measurement-request-count") + 1]))
     assert counts == [50, 100, 200]
+
+
+def _repo_with(work, name, **triton):
+    """A copy of the toy repository whose config has these dynamic batcher settings."""
+    repo = work / name
+    if not repo.exists():
+        shutil.copytree(work / "repo", repo)
+        config = triton_config.read(repo / "toy" / "config.pbtxt")
+        config.dynamic_batching.preferred_batch_size[:] = triton["preferred"]
+        config.dynamic_batching.max_queue_delay_microseconds = triton["delay_us"]
+        triton_config.write(config, repo / "toy" / "config.pbtxt")
+    return repo
+
+
+@pytest.mark.e2e
+def test_requests_the_dynamic_batcher_merges_get_their_own_outputs(toy_repo):
+    """Eight concurrent requests of different sizes, held by the batcher to be executed
+    together: each gets the outputs of its own samples (the served model concatenates a
+    merged batch and splits its outputs back)."""
+    import tritonclient.grpc as grpcclient
+
+    work, model = toy_repo
+    repo = _repo_with(work, "batching_repo", preferred=[8], delay_us=500_000)
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal((1 + i % 2, 4)).astype(np.float32) for i in range(8)]
+    with TritonServer(install.prepare(), repo, work / "batching.log", "toy") as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        results = {}
+        for i, x in enumerate(inputs):
+            tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+            tensor.set_data_from_numpy(x)
+            client.async_infer("toy", [tensor], lambda result, error, i=i:
+                               results.__setitem__(i, (result, error)))
+        deadline = time.monotonic() + 30
+        while len(results) < len(inputs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stats = client.get_inference_statistics("toy").model_stats[0]
+    assert len(results) == len(inputs)
+    for i, x in enumerate(inputs):
+        result, error = results[i]
+        assert error is None, error
+        np.testing.assert_allclose(result.as_numpy("y"), model(torch.from_numpy(x)).detach(),
+                                   atol=1e-5)
+    assert stats.inference_count == sum(len(x) for x in inputs)
+    assert stats.execution_count < len(inputs)  # some requests were executed together
+
+
+@pytest.mark.e2e
+def test_a_dead_server_is_reported_with_its_signal_and_not_retried(toy_repo, tmp_path):
+    from deploybench.triton import perf_analyzer
+
+    work, _ = toy_repo
+    data = tmp_path / "data.json"
+    data.write_text('{"data": [{"x": {"content": [0.5, 1.5, 2.5, 3.5], "shape": [4]}}]}')
+    run = {**RUN, "model": {**RUN["model"], "offline": {"measurement_request_count": 50}},
+           "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 1000,
+                    "stability_percentage": 50, "max_trials": 5, "attempts": 3}}
+    log = tmp_path / "perf.log"
+    with TritonServer(install.prepare(), work / "repo", tmp_path / "server.log", "toy") as server:
+        os.kill(server._proc.pid, signal.SIGKILL)
+        server._proc.wait()
+        with open(log, "w") as f, pytest.raises(ServerError, match="killed by signal SIGKILL"):
+            perf_analyzer.measure(run, "offline", server, 1, 1, data, tmp_path, f)
+    assert "$ " not in log.read_text()  # no perf_analyzer run against the dead server
+
+
+def _offline_command(server, batch: int, data, csv) -> list[str]:
+    from deploybench.triton import perf_analyzer
+
+    run = {**RUN, "model": {**RUN["model"], "offline": {"measurement_request_count": 200}},
+           "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 3000,
+                    "stability_percentage": 100, "max_trials": 10, "attempts": 1}}
+    return perf_analyzer.command(run, "offline", server, batch, 1, data, csv)
+
+
+@pytest.mark.e2e
+def test_two_measurements_at_once_keep_their_shared_memory_apart(toy_repo, tmp_path):
+    """perf_analyzer names its system shared memory after the tensors; two offline runs
+    at once (two servers, other batch sizes) used to resize each other's regions until a
+    server died of SIGBUS. Each server's regions carry its own prefix, both runs finish,
+    and nothing is left in /dev/shm afterwards."""
+    work, _ = toy_repo
+    data = tmp_path / "data.json"
+    data.write_text('{"data": [{"x": {"content": [0.5, 1.5, 2.5, 3.5], "shape": [4]}}]}')
+    triton = install.prepare()
+    assert triton.shm_shim is not None and triton.shm_shim.is_file()
+    with TritonServer(triton, work / "repo", tmp_path / "a.log", "toy") as a, \
+            TritonServer(triton, work / "repo", tmp_path / "b.log", "toy") as b:
+        assert a.shm_prefix != b.shm_prefix
+        runs = [subprocess.Popen(_offline_command(s, batch, data, tmp_path / f"{batch}.csv"),
+                                 env=s.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True) for s, batch in ((a, 1), (b, 8))]
+        seen = set()
+        while any(r.poll() is None for r in runs):
+            seen |= {p.name for p in Path("/dev/shm").iterdir()}
+            time.sleep(0.05)
+        outputs = [r.communicate()[0] for r in runs]
+        a.ensure_alive()
+        b.ensure_alive()
+    assert [r.returncode for r in runs] == [0, 0], outputs
+    tensor_regions = {n for n in seen if "x_0_" in n or n.endswith("y")}
+    assert tensor_regions and all(n.startswith((a.shm_prefix, b.shm_prefix))
+                                  for n in tensor_regions), sorted(tensor_regions)
+    assert {n for n in tensor_regions if n.startswith(a.shm_prefix)}
+    assert {n for n in tensor_regions if n.startswith(b.shm_prefix)}
+    left = [p.name for p in Path("/dev/shm").iterdir()
+            if p.name.startswith((a.shm_prefix, b.shm_prefix))]
+    assert not left, left
+
+
+@pytest.mark.e2e
+def test_a_killed_runs_shared_memory_is_removed_by_the_next_server(toy_repo, tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = Path("/dev/shm") / f"deploybench-{int(gone.stdout)}-0123abcd-x_0_0"
+    stale.write_bytes(b"left by a run that was killed")
+    work, _ = toy_repo
+    with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy"):
+        assert not stale.exists()
+
+
+@pytest.mark.e2e
+def test_another_client_can_neither_load_a_model_nor_change_the_servers_settings(toy_repo,
+                                                                                 tmp_path):
+    """A local user who reaches the ports tries what ran code as the benchmark's user
+    before: loading a python model whose files the request itself carries. Without the run's
+    key the restricted APIs refuse (HTTP and gRPC); with it, a server that loads only at
+    start still refuses; the payload never runs."""
+    import json
+
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    marker = tmp_path / "payload-ran"
+    payload = f"open({str(marker)!r}, 'w').write('owned')\n".encode()
+    config = json.dumps({"backend": "python", "max_batch_size": 0,
+                         "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [1]}],
+                         "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1]}]})
+    files = {"file:1/model.py": payload}
+    work, _ = toy_repo
+    with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy") as server:
+        http = httpclient.InferenceServerClient(server.http_url)
+        grpc = grpcclient.InferenceServerClient(server.grpc_url)
+        with pytest.raises(InferenceServerException, match="restricted"):
+            http.load_model("evil", config=config, files=files)
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc.load_model("evil", config=config, files=files)
+        with pytest.raises(InferenceServerException, match="restricted"):
+            http.update_log_settings({"log_verbose_level": 1})
+        with pytest.raises(InferenceServerException, match="restricted"):
+            http.get_model_repository_index()
+        # the run's own client, with the key: what it may ask, it gets; a load, never
+        index = http.get_model_repository_index(headers=server.admin_headers)
+        assert [(m["name"], m["state"]) for m in index] == [("toy", "READY")]
+        with pytest.raises(InferenceServerException, match="not allowed"):
+            http.load_model("evil", config=config, files=files, headers=server.admin_headers)
+        with pytest.raises(InferenceServerException, match="not allowed"):
+            grpc.load_model("evil", config=config, files=files,
+                            headers=server.grpc_admin_headers)
+        assert http.is_model_ready("toy") and not http.is_model_ready("evil")
+    assert not marker.exists()

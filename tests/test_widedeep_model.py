@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 import yaml
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
+from conftest import main_config, needs
 
-from conftest import main_config  # noqa: E402
+tf = needs("tensorflow")
+keras = needs("keras")
+
 from deploybench import keras_export, runners  # noqa: E402
 from deploybench.config import Settings  # noqa: E402
 from deploybench.models import widedeep  # noqa: E402

@@ -66,17 +66,14 @@ def repository(run: dict, converted: Path, out_config: Path, available: list[str
     return triton_repository.create(run, converted, out_config, available)
 
 
-def scenario(repo: Path, config_pbtxt: Path, scratch: Path, static_batching: bool,
-             on_cpu: bool) -> tuple[Path, dict | None]:
-    """The repository to serve and the load-time config override for a scenario. An
-    ensemble reloads its parts from the repository, which load-time overrides cannot
-    reach: it is served from a scenario copy of the repository under `scratch`."""
-    config = triton_config.read(config_pbtxt)
-    override = triton_config.load_override(config, static_batching, on_cpu)
-    if triton_config.parts(config) and override:
-        return triton_repository.scenario_repository(repo, scratch, static_batching,
-                                                     on_cpu), None
-    return repo, override
+def scenario(repo: Path, scratch: Path, static_batching: bool, on_cpu: bool) -> Path:
+    """The repository to serve for a scenario: `repo` itself, or a copy under `scratch`
+    whose configs have no dynamic batcher (offline) or CPU instances (a stand-in node).
+    The server loads what it serves at start and takes no load-time override; an
+    ensemble's parts get the scenario too."""
+    if not (static_batching or on_cpu):
+        return repo
+    return triton_repository.scenario_repository(repo, scratch, static_batching, on_cpu)
 
 
 def served_parts(repo: Path, config_pbtxt: Path) -> dict[str, str]:

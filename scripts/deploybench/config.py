@@ -41,7 +41,10 @@ def _load_yaml(path: Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"configuration file '{path}' does not exist")
     with open(path) as f:
-        return yaml.load(f, Loader=_YAML_LOADER) or {}
+        try:
+            return yaml.load(f, Loader=_YAML_LOADER) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"configuration file '{path}' is not valid YAML: {err}") from None
 
 
 @cache
@@ -56,6 +59,52 @@ def validate(data: dict, schema_name: str, what: str) -> None:
     if err is not None:
         where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
         raise ConfigError(f"{what}: invalid value at '{where}': {err.message}")
+
+
+_SCALARS = {"number": (int, float), "integer": (int,), "boolean": (bool,)}
+
+
+def coerce_strings(data, schema_name: str) -> None:
+    """Turn strings into the numbers and booleans a schema asks for, in place. Snakemake's
+    `--config key=value` hands every value over as a string (`perf={attempts: 5}` gives
+    '5'): "5" becomes 5 where the schema wants a number, "true" True where a boolean."""
+    schema = _load_yaml(SCHEMA_DIR / schema_name)
+
+    def resolve(node: dict) -> dict:
+        while "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    def walk(value, node: dict):
+        node = resolve(node)
+        for part in node.get("allOf", []) + node.get("oneOf", []):
+            value = walk(value, part)
+        if isinstance(value, dict):
+            for key in value:
+                sub = node.get("properties", {}).get(key, node.get("additionalProperties"))
+                if isinstance(sub, dict):
+                    value[key] = walk(value[key], sub)
+            return value
+        if isinstance(value, list) and isinstance(node.get("items"), dict):
+            return [walk(v, node["items"]) for v in value]
+        types = node.get("type", [])
+        types = [types] if isinstance(types, str) else types
+        if isinstance(value, str) and "string" not in types:
+            wanted = tuple(c for k in types for c in _SCALARS.get(k, ()))
+            parsed = yaml.safe_load(value) if wanted else value
+            if wanted and isinstance(parsed, wanted) and not (
+                    isinstance(parsed, bool) and bool not in wanted):
+                return parsed
+        return value
+
+    walk(data, schema)
+
+
+def check_main(config: dict) -> None:
+    """The main config as Snakemake merged it (--configfile, --config): strings coerced,
+    then validated with a message naming the bad value's place."""
+    coerce_strings(config, "config.schema.yaml")
+    validate(config, "config.schema.yaml", "main config")
 
 
 def deep_merge(base: dict, override: dict) -> dict:
@@ -142,6 +191,15 @@ class Settings:
                 f"backend '{backend}' ({BACKENDS[backend].title}) needs an NVIDIA GPU; GPU key "
                 f"'{gpu}' is {entry['kind']}; use a GPU key ({', '.join(self.gpu_keys('gpu'))})"
             )
+
+    def check_all(self, targets: list[dict]) -> None:
+        """Refuse a configuration error before any job, whatever already exists: every
+        model's batch sizes on every GPU key, and every default target's key."""
+        for model in self.models:
+            for gpu in self.gpus:
+                _check_batches(model, gpu, self.model_settings(model, gpu))
+        for t in targets:
+            self.check_key(t["model"], t["gpu"], t["backend"], t["precision"])
 
     def gpu_keys(self, kind: str) -> list[str]:
         return [k for k, v in self.gpus.items() if v["kind"] == kind]

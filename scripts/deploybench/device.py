@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from functools import lru_cache
@@ -50,6 +51,20 @@ def query_gpus(fields: str) -> list[list[str]]:
 def gpu_names() -> tuple[str, ...]:
     """Names of the NVIDIA GPUs visible here (empty on a CPU-only machine)."""
     return tuple(row[0].strip() for row in query_gpus("name"))
+
+
+def measured_device(checked: dict) -> str:
+    """The device a measurement runs on, as `check` found it: the host's CPUs for the cpu
+    key and for a CPU node standing in for a GPU key; else the GPU the job sees first
+    (CUDA_VISIBLE_DEVICES, an index or a UUID), by its UUID."""
+    if not checked["devices"]:
+        return "cpu"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if visible.startswith(("GPU-", "MIG-")):
+        return visible
+    index = visible if visible.isdigit() else "0"
+    uuids = {row[0].strip(): row[1].strip() for row in query_gpus("index,uuid") if len(row) == 2}
+    return uuids.get(index, f"gpu-{index}")
 
 
 def check(gpu: dict, allow_mismatch: bool) -> dict:

@@ -13,6 +13,7 @@ Tensor names live only in the model config; plug-ins work with ordered lists.
 from __future__ import annotations
 
 import importlib
+import pickle
 from pathlib import Path
 from types import ModuleType
 
@@ -43,18 +44,50 @@ def sources(name: str) -> list[Path]:
     return sorted((Path(__file__).with_name("models") / name).glob("*.py"))
 
 
-def read_torch_file(path: Path, what: str):
-    """A checkpoint file of tensors and plain containers (weights_only: no code runs),
-    with one message for a missing or unreadable file."""
+def read_torch_file(path: Path, what: str, stand_ins: dict[str, type] | None = None):
+    """A checkpoint file of tensors and plain containers, with one message for a missing
+    or unreadable file. torch's weights-only unpickler reads it (legacy and zip files
+    alike): no callable named in the file runs, except the classes of `stand_ins`
+    (dotted name in the file -> a class of ours that only holds attributes)."""
     import torch
 
     if not path.is_file():
         raise FileNotFoundError(f"{what} checkpoint '{path}' does not exist")
+    allowed = [(cls, name) for name, cls in (stand_ins or {}).items()]
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # any unreadable file: the same message
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # any unreadable or refused file: the same message
         raise ValueError(f"{what} checkpoint '{path}' is not a readable torch file of "
-                         f"tensors and plain values: {err}") from err
+                         f"tensors and plain values (nothing else is loaded): {err}") from err
+
+
+# What a pickle of numpy arrays names: numpy's array and dtype rebuilders (numpy 1 and 2).
+_NUMPY_GLOBALS = {("numpy.core.multiarray", "_reconstruct"),
+                  ("numpy._core.multiarray", "_reconstruct"),
+                  ("numpy", "ndarray"), ("numpy", "dtype")}
+
+
+class _NumpyUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in _NUMPY_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused global {module}.{name}: only numpy arrays "
+                                     "in plain containers are read")
+
+
+def read_numpy_pickle(path: Path, what: str):
+    """A pickle of numpy arrays in plain containers (lists, tuples, dicts), as DLE's
+    preprocessing writes its data: numpy's array rebuilders are the only callables a
+    pickle here may name, so loading one never runs code."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} file '{path}' does not exist")
+    try:
+        with open(path, "rb") as f:
+            return _NumpyUnpickler(f).load()
+    except Exception as err:  # a refused global, or not a pickle at all
+        raise ValueError(f"{what} file '{path}' is not a pickle of numpy arrays: {err}") from err
 
 
 class Seeds:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tritonclient.http as httpclient
 
-from . import artifacts, device, provenance
+from . import artifacts, device, locks, provenance
 from .triton import config as triton_config
 from .triton import install
 from .triton.server import TritonServer
@@ -36,19 +36,21 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
     repo = Path(config_pbtxt).parent.parent
     # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
     on_cpu = checked["mismatch_allowed"] and not checked["devices"]
-    with tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
-        repo, override = artifacts.scenario(repo, config_pbtxt, Path(scratch) / "repository",
-                                            static_batching, on_cpu)
-        with TritonServer(triton, repo, server_log, cfg["ports"], cfg["start_timeout_s"],
-                          cfg["load_timeout_s"]) as server:
-            server.load(run["key"]["model"], override)
+    with locks.device_lock(device.measured_device(checked)) as held, \
+            tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
+        served_repo = artifacts.scenario(repo, Path(scratch) / "repository", static_batching,
+                                         on_cpu)
+        with TritonServer(triton, served_repo, server_log, run["key"]["model"],
+                          ports=cfg["ports"], start_timeout_s=cfg["start_timeout_s"],
+                          load_timeout_s=cfg["load_timeout_s"]) as server:
             meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
             described = {**triton.describe(),
                          "served_by": triton_config.served_by(triton_config.read(config_pbtxt))}
             parts = artifacts.served_parts(repo, config_pbtxt)
             if parts:
                 described["ensemble_parts"] = parts
-            yield server, provenance.collect(run, meta, checked, described)
+            yield server, {**provenance.collect(run, meta, checked, described),
+                           "device_lock": held}
 
 
 def cache_report(server: TritonServer) -> dict:

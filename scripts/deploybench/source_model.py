@@ -54,7 +54,7 @@ def load(settings: dict, weights: Path):
     """The FP32 source model (torch.nn.Module in eval mode, or a Keras model)."""
     plugin = plugins.load(settings["plugin"])
     model = plugin.build_model(settings["hparams"], None, settings["weights"]["seed"])
-    saved = torch.load(weights, map_location="cpu")
+    saved = torch.load(weights, map_location="cpu", weights_only=True)
     if framework(settings) == "tensorflow":
         _built(model, settings).set_weights([t.numpy() for t in saved["keras_weights"]])
         return model
@@ -63,7 +63,7 @@ def load(settings: dict, weights: Path):
 
 
 def weights_origin(weights: Path) -> str:
-    return torch.load(weights, map_location="cpu")["origin"]
+    return torch.load(weights, map_location="cpu", weights_only=True)["origin"]
 
 
 def run(model, inputs: list[np.ndarray], batch_size: int) -> list:

@@ -13,6 +13,7 @@ import importlib
 import inspect
 import json
 import os
+import signal
 import sys
 import traceback
 from contextlib import contextmanager
@@ -75,8 +76,15 @@ def _output_to(log: Path):
             os.close(saved[1])
 
 
+def _terminated(signum, frame):
+    # Snakemake stops a job with SIGTERM: unwind, so that a server the step started is
+    # stopped and its shared memory removed (Python's default would end at once).
+    raise SystemExit(128 + signum)
+
+
 def run(smk) -> None:
     """Run the step of the Snakemake job `smk` (the `snakemake` object of a script)."""
+    signal.signal(signal.SIGTERM, _terminated)
     step = step_function(smk.rule)
     named = {name: _as_paths(value)
              for group in (smk.input, smk.output, smk.log) for name, value in group.items()}

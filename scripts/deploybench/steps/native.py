@@ -4,6 +4,7 @@ the report shows."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
@@ -11,13 +12,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, device, source_model
+from .. import artifacts, atomic, device, locks, provenance, source_model
 from ..tables import NATIVE_COLUMNS, THROUGHPUT
 
 
-def native(spec: dict, converted: Path, eval_set: Path, out: Path,
+def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path,
            min_seconds: float = 2.0) -> None:
-    device.check(spec["gpu"], spec["allow_gpu_mismatch"])
+    checked = device.check(spec["gpu"], spec["allow_gpu_mismatch"])
+    with locks.device_lock(device.measured_device(checked)) as held:
+        table = _measure(spec, converted, eval_set, min_seconds)
+    report = {"min_seconds": min_seconds,
+              "provenance": {**provenance.collect(spec, device_check=checked),
+                             "device_lock": held}}
+    with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
+        table.to_csv(tmp_csv, index=False)
+        tmp_json.write_text(json.dumps(report, indent=2))
+    print(table.to_string(index=False))
+
+
+def _measure(spec: dict, converted: Path, eval_set: Path, min_seconds: float) -> pd.DataFrame:
     model = spec["model"]
     inputs, _, _ = source_model.load_eval(model, eval_set)
     infer = artifacts.runner(converted, spec)
@@ -35,7 +48,4 @@ def native(spec: dict, converted: Path, eval_set: Path, out: Path,
         median = statistics.median(times)
         rows.append({"Batch": batch, THROUGHPUT: batch / median,
                      "median latency (ms)": median * 1e3, "iterations": len(times)})
-    table = pd.DataFrame(rows, columns=NATIVE_COLUMNS).round(4)
-    with atomic.output(out) as tmp:
-        table.to_csv(tmp, index=False)
-    print(table.to_string(index=False))
+    return pd.DataFrame(rows, columns=NATIVE_COLUMNS).round(4)

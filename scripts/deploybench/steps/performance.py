@@ -8,6 +8,7 @@ HTTP, dynamic batching, one call per concurrency level at the online batch size.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +37,19 @@ def online(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_cs
 def _measure(spec: dict, scenario: str, repository: Path, perf_data: Path, accuracy: Path,
              out_csv: Path, out_json: Path, perf_log: Path, server_log: Path) -> None:
     require_accurate(accuracy)
+    work = out_csv.parent / f".{scenario}-work"  # perf_analyzer's CSVs, one per row
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        _measure_in(spec, scenario, repository, perf_data, out_csv, out_json, perf_log,
+                    server_log, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure_in(spec: dict, scenario: str, repository: Path, perf_data: Path, out_csv: Path,
+                out_json: Path, perf_log: Path, server_log: Path, work: Path) -> None:
     config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
     rows = []
-    work = out_csv.parent / f".{scenario}-work"
-    work.mkdir(parents=True, exist_ok=True)
     with open(perf_log, "w") as log, \
             serving.served(spec, config_pbtxt, server_log,
                            static_batching=scenario == "offline") as (server, prov):
@@ -69,9 +79,6 @@ def _measure(spec: dict, scenario: str, repository: Path, perf_data: Path, accur
         table.round(4).to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))
     serving.archive(out_csv, out_json)
-    for f in work.iterdir():
-        f.unlink()
-    work.rmdir()
     print(table.to_string(index=False))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from google.protobuf import json_format, text_format
+from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 # Tensors of a real Merlin HPS model (its backend's fixed names).
@@ -214,12 +214,3 @@ def scenario_config(config: mc.ModelConfig, static_batching: bool = False,
         for group in loaded.instance_group:
             group.kind = mc.ModelInstanceGroup.KIND_CPU
     return loaded
-
-
-def load_override(config: mc.ModelConfig, static_batching: bool = False,
-                  on_cpu: bool = False) -> dict | None:
-    """scenario_config as the JSON that Triton's load API takes."""
-    loaded = scenario_config(config, static_batching, on_cpu)
-    if loaded is None:
-        return None
-    return json_format.MessageToDict(loaded, preserving_proto_field_name=True)

@@ -34,6 +34,9 @@ class Install:
     perf_analyzer: Path
     env: dict[str, str]  # environment for both processes (library and python paths)
     launcher: tuple[str, ...] = ()  # argv prefix that runs tritonserver (a container)
+    # LD_PRELOAD shim that makes a server's shared memory private (shm_prefix.c); None
+    # where the server cannot take it (a docker container does not inherit the environment)
+    shm_shim: Path | None = None
 
     @property
     def backends(self) -> list[str]:
@@ -59,6 +62,7 @@ class Install:
             "backend_directory": str(self.backend_dir),
             "backends": self.backends,
             "perf_analyzer": str(self.perf_analyzer),
+            "shared_memory": "private (prefixed names)" if self.shm_shim else "host-wide names",
         }
 
 
@@ -82,7 +86,9 @@ def container(image: str, engine: str, workdir: Path) -> Install:
         launcher = ("docker", "run", "--rm", "--init", "--gpus", "all", "--network", "host",
                     "--shm-size", "1g", "-v", f"{work}:{work}", "-w", work, image)
     host = prepare()  # perf_analyzer and its libraries on the host
-    return Install(NGC_SERVER, NGC_BACKENDS, host.perf_analyzer, host.env, launcher)
+    # apptainer passes the environment and the home folder (the shim's cache) through
+    shim = host.shm_shim if engine == "apptainer" else None
+    return Install(NGC_SERVER, NGC_BACKENDS, host.perf_analyzer, host.env, launcher, shim)
 
 
 def _package_dir(name: str) -> Path:
@@ -126,6 +132,36 @@ def _link(target: Path, link: Path) -> None:
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target)
     os.replace(tmp, link)
+
+
+SHIM_SOURCE = Path(__file__).with_name("shm_prefix.c")
+
+
+def _shm_shim(libs: Path) -> Path:
+    """The shared-memory shim (shm_prefix.c), built once per version of its source with
+    the C compiler here, or the prebuilt one DEPLOYBENCH_SHM_SHIM names."""
+    prebuilt = os.environ.get("DEPLOYBENCH_SHM_SHIM")
+    if prebuilt:
+        if not Path(prebuilt).is_file():
+            raise InstallMissing(f"DEPLOYBENCH_SHM_SHIM={prebuilt} does not exist")
+        return Path(prebuilt)
+    digest = hashlib.sha256(SHIM_SOURCE.read_bytes()).hexdigest()[:12]
+    out = libs / f"libdeploybench_shm-{digest}.so"
+    if out.is_file():
+        return out
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise InstallMissing(
+            "no C compiler (cc) here to build the shared-memory shim that keeps two "
+            "measurements' regions apart: install gcc, or set DEPLOYBENCH_SHM_SHIM to a "
+            "libdeploybench_shm.so built elsewhere (scripts/pack_offline.py carries one)")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}")
+    built = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SHIM_SOURCE),
+                            "-ldl"], capture_output=True, text=True)
+    if built.returncode:
+        raise InstallMissing(f"building {SHIM_SOURCE.name} with {cc} failed:\n{built.stderr}")
+    os.replace(tmp, out)
+    return out
 
 
 def cache_dir() -> Path:
@@ -179,7 +215,7 @@ def prepare(tritonserver: str | None = None, backend_dir: str | None = None) -> 
     env["DEPLOYBENCH_STUB_PATH"] = os.pathsep.join(
         p for p in [server_only, *site.getsitepackages(), env.get("PYTHONPATH", "")] if p
     )
-    return Install(server, backends, _find_perf_analyzer(), env)
+    return Install(server, backends, _find_perf_analyzer(), env, shm_shim=_shm_shim(libs))
 
 
 def for_server(server: dict) -> Install:

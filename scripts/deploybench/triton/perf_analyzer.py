@@ -82,16 +82,19 @@ def measure(run: dict, scenario: str, server, batch: int, concurrency: int,
     csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}.csv"
     attempts = run["perf"]["attempts"]
     for attempt in range(1, attempts + 1):
+        server.ensure_alive()  # a dead server is reported as such, never retried
         cmd = command(run, scenario, server, batch, concurrency, data_json, csv_path, attempt)
         csv_path.unlink(missing_ok=True)
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
-        result = subprocess.run(cmd, env=server.install.env, capture_output=True, text=True)
+        # the server's environment: its shared-memory names (deploybench.triton.server)
+        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True)
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
             return parse_csv(csv_path.read_text(), batch)
         log.write(f"[attempt {attempt}/{attempts} failed, exit code {result.returncode}]\n")
+        server.ensure_alive()
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
     raise PerfError(
         f"perf_analyzer found no stable {scenario} measurement at batch {batch}, concurrency "

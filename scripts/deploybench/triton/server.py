@@ -1,16 +1,30 @@
-"""Start, use and always stop a real Triton Inference Server.
+"""Start, use and always stop a real Triton Inference Server, driven by no one else.
 
-`TritonServer` is a context manager: it binds the server to 127.0.0.1 on free ports
-(or the configured ones, refused early when taken), starts it in explicit model-control
-mode, loads the model with a timeout (optionally with a config override, which is how
-the offline scenario switches dynamic batching off), and stops the server on exit,
-also when the body raises. The server log is kept at `log_path`.
+`TritonServer` is a context manager: it binds the server to 127.0.0.1 on free ports (or
+the configured ones, refused early when taken), starts it on a repository holding just
+the models to serve, waits until they are loaded (`--model-control-mode=none`: loading
+happens at start, from the pipeline's own files, and no client can load a model through
+the API afterwards), and stops the server on exit, also when the body raises.
+
+What other local users can and cannot do with it: the model-repository, trace and
+logging APIs answer only requests that carry the run's key (`admin_headers`); inference,
+metadata, model config, statistics and shared memory stay open (perf_analyzer needs them
+over gRPC, which carries no custom header for it). The key is on the server's command
+line, so a user who can read other users' processes can read it: it guards settings,
+not code, since no model can be loaded through the API at all.
+
+Shared memory is private to the server: with the install's shim preloaded, every POSIX
+shared-memory name the server, its python-backend stubs and the perf_analyzer runs
+given `env` create gets this server's prefix (perf_analyzer names its regions after the
+tensors, the same in every process), and `stop` removes what is left under it, as
+`start` removes what a killed run of this user left.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -23,10 +37,14 @@ import tritonclient.http as httpclient
 from .install import Install
 
 HPS_PS_CONFIG = "sparse.json"  # beside a Merlin HPS model's config.pbtxt
+ADMIN_HEADER = "deploybench-admin"
+RESTRICTED = "model-repository,trace,logging"
+SHM_DIR = Path("/dev/shm")
+_SHM_PREFIX = re.compile(r"^deploybench-(\d+)-[0-9a-f]+-")
 
 
 class ServerError(RuntimeError):
-    """The server did not start, or did not load the model."""
+    """The server did not start, did not load the model, or died."""
 
 
 def port_free(port: int) -> bool:
@@ -63,12 +81,46 @@ def choose_ports(configured: dict | str) -> dict[str, int]:
     return dict(configured)
 
 
+def remove_stale_shared_memory() -> list[str]:
+    """This user's shared-memory regions of servers whose process is gone (a killed run)."""
+    removed = []
+    for path in SHM_DIR.glob("deploybench-*") if SHM_DIR.is_dir() else []:
+        match = _SHM_PREFIX.match(path.name)
+        if not match or _alive(int(match.group(1))):
+            continue
+        try:
+            if path.stat().st_uid == os.getuid():
+                path.unlink()
+                removed.append(path.name)
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        return f"killed by signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
 class TritonServer:
     def __init__(
         self,
         install: Install,
         repository: Path,
         log_path: Path,
+        model: str | None = None,
+        *,
         ports: dict | str = "auto",
         start_timeout_s: float = 60.0,
         load_timeout_s: float = 300.0,
@@ -76,9 +128,18 @@ class TritonServer:
         self.install = install
         self.repository = Path(repository).resolve()
         self.log_path = Path(log_path)
+        self.model = model
         self.ports = choose_ports(ports)
         self.start_timeout_s = start_timeout_s
         self.load_timeout_s = load_timeout_s
+        self.admin_key = secrets.token_urlsafe(24)
+        self.env = dict(install.env)
+        self.shm_prefix = None
+        if install.shm_shim:
+            self.shm_prefix = f"deploybench-{os.getpid()}-{secrets.token_hex(4)}-"
+            preload = " ".join(p for p in (str(install.shm_shim), self.env.get("LD_PRELOAD"))
+                               if p)
+            self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_PREFIX": self.shm_prefix}
         self._proc: subprocess.Popen | None = None
         self._log = None
 
@@ -89,6 +150,15 @@ class TritonServer:
     @property
     def grpc_url(self) -> str:
         return f"127.0.0.1:{self.ports['grpc']}"
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """What the pipeline's own HTTP client sends to the restricted APIs."""
+        return {ADMIN_HEADER: self.admin_key}
+
+    @property
+    def grpc_admin_headers(self) -> dict[str, str]:
+        return {f"triton-grpc-protocol-{ADMIN_HEADER}": self.admin_key}
 
     def metrics(self) -> str:
         """The server's Prometheus metrics (text), including models' custom ones."""
@@ -102,12 +172,14 @@ class TritonServer:
         # A Merlin HPS model reads its parameter-server config (deploybench.ensemble.hps).
         hps = sorted(self.repository.glob(f"*/{HPS_PS_CONFIG}"))
         extra = [f"--backend-config=hps,ps={hps[0]}"] if hps else []
+        restricted = f"{RESTRICTED}:{ADMIN_HEADER}={self.admin_key}"
         return self.install.server_command(
             *extra,
             f"--model-repository={self.repository}",
             f"--backend-directory={self.install.backend_dir}",
-            "--model-control-mode=explicit",
+            "--model-control-mode=none",
             "--strict-readiness=true",
+            "--exit-on-error=true",
             "--exit-timeout-secs=10",
             "--http-address=127.0.0.1",
             "--grpc-address=127.0.0.1",
@@ -115,6 +187,8 @@ class TritonServer:
             f"--http-port={self.ports['http']}",
             f"--grpc-port={self.ports['grpc']}",
             f"--metrics-port={self.ports['metrics']}",
+            f"--http-restricted-api={restricted}",
+            f"--grpc-restricted-protocol={restricted}",
             "--log-verbose=0",
         )
 
@@ -123,50 +197,60 @@ class TritonServer:
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def ensure_alive(self) -> None:
+        """Raise if the server process has ended: with how it ended and its log."""
+        code = None if self._proc is None else self._proc.poll()
+        if self._proc is None or code is not None:
+            raise ServerError(
+                f"tritonserver died ({_exit_reason(code) if code is not None else 'not running'})"
+                f"; log {self.log_path}:\n{self.log_tail()}")
+
+    def _ended_while_starting(self) -> ServerError:
+        code = self._proc.returncode
+        log = self.log_tail()
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        reasons = [line for line in text.splitlines()
+                   if "failed to load '" in line or "Poll failed for model directory" in line]
+        if self.model and reasons:
+            return ServerError(f"Triton failed to load model '{self.model}' from "
+                               f"{self.repository} (tritonserver {_exit_reason(code)}):\n"
+                               + "\n".join(reasons) + f"\nlog {self.log_path}:\n{log}")
+        return ServerError(f"tritonserver {_exit_reason(code)} while starting; "
+                           f"log {self.log_path}:\n{log}")
+
     def start(self) -> TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_shared_memory()
         self._log = open(self.log_path, "w")
         self._proc = subprocess.Popen(
             self._command(),
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=self.install.env,
+            env=self.env,
             start_new_session=True,  # so stop() can signal the server and its stubs together
         )
         client = httpclient.InferenceServerClient(self.http_url)
-        deadline = time.monotonic() + self.start_timeout_s
+        self._wait(client.is_server_live, self.start_timeout_s, "live")
+        # Strict readiness: ready once every model of the repository is loaded.
+        self._wait(client.is_server_ready, self.load_timeout_s, "ready (models loaded)")
+        if self.model and not client.is_model_ready(self.model):
+            raise ServerError(f"model '{self.model}' is not ready after loading; "
+                              f"log {self.log_path}:\n{self.log_tail()}")
+        return self
+
+    def _wait(self, check, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise ServerError(
-                    f"tritonserver exited with code {self._proc.returncode} while starting; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
+                raise self._ended_while_starting()
             try:
-                if client.is_server_live():
-                    return self
+                if check():
+                    return
             except Exception:  # not listening yet
                 pass
             time.sleep(0.2)
-        raise ServerError(
-            f"tritonserver not live after {self.start_timeout_s:.0f} s; "
-            f"log {self.log_path}:\n{self.log_tail()}"
-        )
-
-    def load(self, model: str, config_override: dict | None = None) -> None:
-        """Load `model` (explicit mode), failing with the server's reason after the timeout."""
-        client = httpclient.InferenceServerClient(
-            self.http_url, network_timeout=self.load_timeout_s, connection_timeout=10.0
-        )
-        config = json.dumps(config_override) if config_override else None
-        try:
-            client.load_model(model, config=config)
-        except Exception as err:
-            raise ServerError(
-                f"Triton failed to load model '{model}' from {self.repository}: {err}\n"
-                f"server log {self.log_path}:\n{self.log_tail()}"
-            ) from err
-        if not client.is_model_ready(model):
-            raise ServerError(f"model '{model}' loaded but is not ready; log {self.log_path}")
+        raise ServerError(f"tritonserver not {what} after {timeout_s:.0f} s; "
+                          f"log {self.log_path}:\n{self.log_tail()}")
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -183,6 +267,9 @@ class TritonServer:
             self._proc.wait()
         if self._log is not None:
             self._log.close()
+        if self.shm_prefix:  # regions a stub or a killed perf_analyzer left behind
+            for path in SHM_DIR.glob(f"{self.shm_prefix}*"):
+                path.unlink(missing_ok=True)
         self._proc = None
 
     def __enter__(self) -> TritonServer:

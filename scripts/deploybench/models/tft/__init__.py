@@ -7,13 +7,14 @@ dataloader of its `triton/` folder, and the q-risk of its `criterions.qrisk`.
 
 from __future__ import annotations
 
+import argparse
 import math
-import pickle
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ...plugins import read_torch_file
 from . import data
 from .net import TFTWrapper, tft_config
 
@@ -28,8 +29,9 @@ _CHECKED_CONFIG = ("hidden_size", "n_head", "example_length", "encoder_length", 
 
 class _Stub:
     """Stands in for the classes a DLE checkpoint pickles besides tensors (its config,
-    FeatureSpec, the argparse namespace), so it loads without DLE's modules; keeps their
-    attributes, so the config can be compared with the hparams."""
+    FeatureSpec, the input and data type enums), so it loads without DLE's modules and
+    without running anything; keeps their attributes, so the config can be compared with
+    the hparams."""
 
     def __init__(self, *args, **kwargs):
         self.args = args
@@ -41,34 +43,26 @@ class _Stub:
             self.__dict__.update(state)
 
 
-class _Unpickler(pickle.Unpickler):
-    # Tensors need torch's rebuild functions and OrderedDict; anything else becomes a stub,
-    # so no other callable named in the file runs. Still, load trusted checkpoints only.
-    def find_class(self, module, name):
-        if module == "torch" or module.startswith("torch.") or module == "collections":
-            return super().find_class(module, name)
-        return _Stub
-
-
-class _PickleModule:
-    Unpickler = _Unpickler
-    load = pickle.load  # torch.load insists on the attribute; it uses Unpickler
+# DLE's train.py saves {'args': argparse.Namespace, 'config': a configuration class,
+# 'model': state_dict}; the config holds FeatureSpec namedtuples of its data_utils enums.
+_DLE_CLASSES = {name: _Stub for name in (
+    "configuration.ElectricityConfig", "configuration.TrafficConfig",
+    "configuration.VolatilityConfig", "configuration.FavoritaConfig",
+    "data_utils.FeatureSpec", "data_utils.InputTypes", "data_utils.DataTypes")}
+_DLE_CLASSES["argparse.Namespace"] = argparse.Namespace
 
 
 def read_checkpoint(checkpoint: str) -> tuple[dict, object | None]:
     """(state_dict, config or None) of a DLE checkpoint: `checkpoint.pt` as its train.py
     saves it ({'args', 'config', 'model'}), or a folder holding one (as DLE's triton
-    scripts take it); a bare state_dict is accepted too."""
+    scripts take it); a bare state_dict is accepted too. Read weights-only: tensors,
+    plain values and DLE's config classes (as attribute holders), nothing else."""
     path = Path(checkpoint)
     if path.is_dir():
         path = path / "checkpoint.pt"
     if not path.is_file():
         raise FileNotFoundError(f"TFT checkpoint '{path}' does not exist")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False,
-                          pickle_module=_PickleModule)
-    except Exception as err:  # any unreadable file: the same message
-        raise ValueError(f"TFT checkpoint '{path}' is not a readable torch file: {err}") from err
+    ckpt = read_torch_file(path, "TFT", _DLE_CLASSES)
     if not isinstance(ckpt, dict):
         raise ValueError(f"TFT checkpoint '{path}' holds a {type(ckpt).__name__}, not a dict")
     state = ckpt.get("model", ckpt)

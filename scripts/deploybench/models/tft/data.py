@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...plugins import read_numpy_pickle
+
 SPLITS = ("train", "valid", "test")
 FEAT_NAMES = ("s_cat", "s_cont", "k_cat", "k_cont", "o_cat", "o_cont", "target", "id")
 # (input type, data type) of each of FEAT_NAMES, as DLE's FEAT_ORDER.
@@ -148,13 +150,12 @@ def load(data_dir: str | Path, split: str, hparams: dict,
     if split not in SPLITS:
         raise ValueError(f"unknown split '{split}'; valid: {', '.join(SPLITS)}")
     path = Path(data_dir) / f"{split}.bin"
-    if not path.is_file():
-        raise FileNotFoundError(f"TFT dataset file '{path}' does not exist")
     groups = column_groups(hparams)
     n_columns = len(features(hparams))
     length, stride = hparams["example_length"], hparams.get("dataset_stride", 1)
-    with open(path, "rb") as f:
-        grouped = pickle.load(f)
+    grouped = read_numpy_pickle(path, "TFT dataset")  # numpy arrays only: no code runs
+    if not isinstance(grouped, list):
+        raise ValueError(f"{path}: a {type(grouped).__name__}, expected a list of series")
 
     windows = []
     remaining = np.inf if max_samples is None else max_samples

@@ -1,0 +1,130 @@
+"""Files the user points the pipeline at never run code when loaded: crafted checkpoints and
+data files carrying payloads that would write a marker file, against every loader that
+unpickles (torch checkpoints of the plug-ins, DLE's TFT data), and a config value full of
+shell syntax that reaches a rule (no step runs a shell)."""
+
+import io
+import os
+import pickle
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from conftest import ROOT, snakemake
+from deploybench.models import bert, fastpitch, tft
+
+TFT_TINY = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())["hparams"]
+
+
+class Payload:
+    """Unpickled, it runs a shell command that creates `marker`."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch '{self.marker}'",)
+
+
+def legacy_payload(path: Path, marker: Path) -> Path:
+    """A legacy (non-zip) torch file whose first pickle is the payload: the old TFT loader
+    read that one with the plain pickle.load."""
+    with open(path, "wb") as f:
+        pickle.dump(Payload(marker), f)
+    return path
+
+
+def _short(text: str) -> bytes:
+    data = text.encode()
+    return b"\x8c" + bytes([len(data)]) + data  # SHORT_BINUNICODE
+
+
+def dotted_global_payload(path: Path, marker: Path) -> Path:
+    """A zip checkpoint whose pickle names `torch` . `os.system` (protocol 4 resolves the
+    dotted name): the old TFT loader let any global under torch through."""
+    torch.save({"model": {"w": torch.zeros(1)}}, path)
+    pickled = (b"\x80\x04" + _short("torch") + _short("os.system") + b"\x93"
+               + _short(f"touch '{marker}'") + b"\x85R.")
+    entries = {}
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            entries[name] = pickled if name.endswith("/data.pkl") else z.read(name)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize("craft", [legacy_payload, dotted_global_payload],
+                         ids=["legacy-file", "dotted-global"])
+def test_a_tft_checkpoint_runs_no_code(tmp_path, craft):
+    marker = tmp_path / "payload-ran"
+    checkpoint = craft(tmp_path / "checkpoint.pt", marker)
+    with pytest.raises(ValueError, match=f"TFT checkpoint '{checkpoint}' is not a readable"):
+        tft.build_model(TFT_TINY, str(checkpoint), 0)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("craft", [legacy_payload, dotted_global_payload],
+                         ids=["legacy-file", "dotted-global"])
+def test_bert_and_fastpitch_checkpoints_run_no_code(tmp_path, craft):
+    marker = tmp_path / "payload-ran"
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    craft(folder / "pytorch_model.bin", marker)
+    hparams = yaml.safe_load((ROOT / "tests/config/models/bert-tiny.yaml").read_text())["hparams"]
+    with pytest.raises(ValueError, match="pytorch_model.bin' is not a readable torch file"):
+        bert.build_model(hparams, str(folder), 0)
+    hparams = yaml.safe_load(
+        (ROOT / "tests/config/models/fastpitch-tiny.yaml").read_text())["hparams"]
+    with pytest.raises(ValueError, match="fastpitch.pt' is not a readable torch file"):
+        fastpitch.build_model(hparams, str(craft(tmp_path / "fastpitch.pt", marker)), 0)
+    assert not marker.exists()
+
+
+def test_a_tft_data_file_runs_no_code(tmp_path):
+    data = tmp_path / "data"
+    tft.generate_dataset(TFT_TINY, str(data), seed=1, n_ids=3, n_timesteps=40)
+    tft.load_split(TFT_TINY, str(data), "test", 4)  # the generated files load
+    marker = tmp_path / "payload-ran"
+    with open(data / "test.bin", "wb") as f:
+        pickle.dump([Payload(marker)], f)
+    with pytest.raises(ValueError, match=r"test\.bin' is not a pickle of numpy arrays: "
+                                         r"refused global posix\.system"):
+        tft.load_split(TFT_TINY, str(data), "test", 4)
+    assert not marker.exists()
+    (data / "test.bin").write_text("a CSV, not DLE's binary format\n")
+    with pytest.raises(ValueError, match=r"TFT dataset file '.*test\.bin' is not a pickle"):
+        tft.load_split(TFT_TINY, str(data), "test", 4)
+
+
+def test_a_dle_checkpoint_still_loads_its_config_as_plain_values(tmp_path):
+    """What the weights-only reader allows of DLE's classes: attribute holders."""
+    state = tft.build_model(TFT_TINY, None, 3).model.state_dict()
+    buffer = io.BytesIO()
+    torch.save({"model": state}, buffer)
+    (tmp_path / "bare.pt").write_bytes(buffer.getvalue())
+    loaded = tft.build_model(TFT_TINY, str(tmp_path / "bare.pt"), 0)
+    assert torch.equal(loaded.model.quantile_proj.weight, state["quantile_proj.weight"])
+
+
+@pytest.mark.e2e
+def test_shell_syntax_in_a_config_path_is_a_path(tmp_path):
+    """data.path with spaces and `$(...)` reaches the eval_set rule: it is read as a
+    folder, and the command substitution never runs (no step goes through a shell)."""
+    marker = tmp_path / "payload-ran"
+    data = tmp_path / f"my data $(touch {marker})"
+    tft.generate_dataset(TFT_TINY, str(data), seed=0, n_ids=7, n_timesteps=40)
+    models = tmp_path / "models"
+    models.mkdir()
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    model["data"]["path"] = str(data)
+    (models / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
+    work = tmp_path / "work"
+    work.mkdir()
+    snakemake(work, "results/tft-tiny/source/eval.npz", "--config", f"models_dir={models}")
+    assert (work / "results/tft-tiny/source/eval.npz").stat().st_size > 0
+    assert not marker.exists()
