@@ -25,9 +25,9 @@ wildcard_constraints:
     gpu=r"[a-z0-9][a-z0-9-]*",
     backend=r"[a-z0-9][a-z0-9-]*",
     precision=r"[a-z0-9]+",
-    export_format=r"onnx|ts-trace|ts-script|dense-onnx",
-    exported=r"model\.(pt|onnx)",
-    converted=r"model\.(pt|onnx|plan)",
+    export_format=r"onnx|ts-trace|ts-script|torch-export|dense-onnx",
+    exported=r"model\.(pt|pt2|onnx)",
+    converted=r"model\.(pt|pt2|onnx|plan)",
 
 
 def measuring_threads():

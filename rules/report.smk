@@ -33,6 +33,8 @@ rule configuration_report:
         offline_latency=cfg("plots/offline_latency.png"),
         online_latency=cfg("plots/online_latency.png"),
         native=cfg("native.csv"),
+        native_json=cfg("native.json"),
+        floor=cfg("floor.csv"),
         weights=src("weights.pt"),
     output:
         out=cfg(layout.CONFIGURATION_REPORT),

@@ -73,6 +73,32 @@ use rule offline as online with:
         cfg("benchmarks/online.tsv")
 
 
+# What Triton and the python backend cost by themselves: an identity model with the
+# configuration's tensors, measured as the offline scenario at its smallest and largest batch.
+rule floor:
+    input:
+        perf_data=src("perf_data.json"),
+    output:
+        out_csv=cfg("floor.csv"),
+        out_json=cfg("floor.json"),
+    params:
+        spec=spec("floor"),
+    threads: measuring_threads()
+    resources:
+        bench_slot=1,
+        **cluster_resources("floor"),
+    conda:
+        "../envs/deploybench.yaml"
+    log:
+        log=cfg("logs/floor.log"),
+        perf_log=cfg("logs/floor_perf_analyzer.log"),
+        server_log=cfg("logs/floor_server.log"),
+    benchmark:
+        cfg("benchmarks/floor.tsv")
+    script:
+        "../scripts/run_step.py"
+
+
 rule native:
     input:
         converted=converted_path,

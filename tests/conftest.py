@@ -91,19 +91,39 @@ def check_measurements(run: Path, config: dict) -> None:
         ran = [(c[c.index("-b") + 1], c[c.index("--concurrency-range") + 1]) for c in commands]
         if scenario == "offline":
             wanted = [(str(b), "1:1") for b in config["offline"]["batch_sizes"]]
+            modes = config["offline"].get("shared_memory", "system")
+            modes = [modes] if isinstance(modes, str) else modes
+            wanted = [row for _ in modes for row in wanted]  # one sweep per mode
+            used = [c[c.index("--shared-memory") + 1] for c in commands]
+            assert list(dict.fromkeys(used)) == modes, used
+            assert set(table["Shared memory"]) == set(modes), table
             for command in commands:
                 assert command[command.index("-i") + 1] == "grpc", command
-                assert command[command.index("--shared-memory") + 1] == "system", command
         else:
             batch = str(config["online"]["batch_size"])
             wanted = [(batch, f"{c}:{c}") for c in config["online"]["concurrency"]]
             for command in commands:
                 assert command[command.index("-i") + 1] == "http", command
                 assert "--shared-memory" not in command, command
-        assert list(dict.fromkeys(ran)) == wanted, (scenario, ran)  # retries repeat a row
+        # retries repeat a row
+        assert [r for i, r in enumerate(ran) if i == 0 or r != ran[i - 1]] == wanted, ran
 
     native = pd.read_csv(run / "native.csv")
     assert list(native["Batch"]) == config["offline"]["batch_sizes"]
     assert (native["iterations"] >= 10).all(), native
     timed = native["Batch"] / (native["median latency (ms)"] / 1e3)
     assert ((native["Inferences/Second"] / timed - 1).abs() < 0.01).all(), native
+
+    # the floor: an identity model over the same data path, at the smallest and largest
+    # offline batch; it computes nothing, so the server spends less in it than in the model
+    floor = pd.read_csv(run / "floor.csv")
+    batches = config["offline"]["batch_sizes"]
+    assert sorted(set(floor["Batch"])) == sorted({min(batches), max(batches)}), floor
+    predicted = floor["Batch"] * floor["Concurrency"] / (floor["avg latency (ms)"] / 1e3)
+    assert ((floor["Inferences/Second"] / predicted - 1).abs() < 0.05).all(), floor
+    offline = pd.read_csv(run / "offline.csv")
+    compute = "Server Compute Infer (ms)"
+    for _, row in floor.iterrows():
+        served = offline[(offline["Batch"] == row["Batch"])
+                         & (offline["Shared memory"] == row["Shared memory"])]
+        assert (row[compute] < served[compute]).all(), (row, served)

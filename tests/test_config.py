@@ -1,8 +1,9 @@
 """Bad keys and impossible combinations are refused early, naming what would be valid."""
 
 import pytest
+import yaml
 
-from conftest import main_config
+from conftest import ROOT, main_config
 from deploybench.config import ConfigError, Settings, step_spec
 
 
@@ -169,3 +170,19 @@ def test_every_schema_is_a_valid_json_schema():
     for path in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
         schema = _load_yaml(path)
         jsonschema.validators.validator_for(schema).check_schema(schema)
+
+
+def test_cuda_shared_memory_is_refused_on_the_cpu_key(tmp_path):
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    model["offline"]["shared_memory"] = ["system", "cuda"]
+    (tmp_path / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
+    settings = Settings(main_config(models_dir=str(tmp_path)))
+    with pytest.raises(ConfigError, match="offline.shared_memory 'cuda' of model 'tft-tiny' "
+                                          "needs a GPU; GPU key 'cpu' is cpu"):
+        settings.run("tft-tiny", "cpu", "ts-trace", "fp32")
+    run = settings.run("tft-tiny", "h100", "ts-trace-cg", "fp16")  # dry-runs for a GPU key
+    from deploybench.triton import perf_analyzer
+
+    rows = perf_analyzer.sweep(run, "offline")
+    assert [(r.batch, r.shared_memory) for r in rows] == [
+        (b, mode) for mode in ("system", "cuda") for b in run["model"]["offline"]["batch_sizes"]]

@@ -220,7 +220,8 @@ def test_gpu_keys_of_the_new_models_dry_run(built):
                         check=False)
     assert refused.returncode != 0
     assert ("backend 'ort-trt' is not configured for model 'fastpitch-tiny'; its backends: "
-            "onnx, trt, ts-trace, ts-script") in refused.stdout + refused.stderr
+            "onnx, trt, ts-trace, ts-script, aoti, torch-compile") in (
+        refused.stdout + refused.stderr)
     refused = snakemake(built, "-n", "results/bert-tiny/cpu/trt_fp32/README.md", check=False)
     assert refused.returncode != 0
     assert "backend 'trt' (NVIDIA TensorRT) needs an NVIDIA GPU; GPU key 'cpu' is cpu" in (

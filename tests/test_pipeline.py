@@ -57,7 +57,7 @@ def test_full_build_produces_every_artifact(built, settings):
         assert lock["device"] == "cpu" and lock["released_at"] > lock["acquired_at"]
 
     report = json.loads((run / "offline.json").read_text())
-    assert report["perf_analyzer_settings"]["shared_memory"] == "system"
+    assert report["perf_analyzer_settings"]["shared_memory"] == ["system"]
     assert report["perf_analyzer_settings"]["stability_percentage"] == 60
     assert report["provenance"]["triton"]["version"]
     assert (run / "logs/offline_server.log").read_text().strip()

@@ -29,7 +29,7 @@ STANDIN = ROOT / "tests" / "config" / "slurm.yaml"
 GPU_KEYS = ("a30", "t4")
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
 pytestmark = pytest.mark.e2e  # a real Slurm, Snakemake, Triton and perf_analyzer
-DEVICE_RULES = {"conversion_check", "accuracy", "offline", "online", "native"}
+DEVICE_RULES = {"conversion_check", "accuracy", "offline", "online", "native", "floor"}
 # Site settings of this cluster: no accounting, so job states come from squeue.
 SITE = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2")
 

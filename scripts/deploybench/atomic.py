@@ -14,7 +14,8 @@ def output(path: str | Path):
     """Yield a temporary sibling path; move it onto `path` only if the body succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # the suffix kept last: some writers insist on it (AOTInductor's .pt2)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
     try:
         yield tmp
         if tmp.is_dir() and path.is_dir():

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 # Exported formats: source model -> file, always FP32 (the reference export precision).
 EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
+                    "torch-export": "model.pt2",  # torch.export's program (ExportedProgram)
                     "tf-savedmodel": "model.savedmodel",  # a SavedModel is a folder
                     # the dense part of a recommender alone (embedding tables left out)
                     "dense-onnx": "model.onnx", "dense-savedmodel": "model.savedmodel"}
@@ -65,6 +66,12 @@ BACKENDS = {
         # The fastest PyTorch path the python backend serves honestly without TensorRT.
         Backend("ts-trace-cg", "PyTorch (TorchScript trace + CUDA graphs)", "ts-trace",
                 "model.pt", "torch-cudagraph", None, needs_gpu=True),
+        # PyTorch 2's counterparts of a TensorRT plan: the exported program compiled ahead
+        # of time for the device (AOTInductor), or by torch.compile when it is loaded.
+        Backend("aoti", "PyTorch 2 (torch.export + AOTInductor)", "torch-export", "model.pt2",
+                "aoti", None),
+        Backend("torch-compile", "PyTorch 2 (torch.compile)", "torch-export", "model.pt2",
+                "torch-compile", None),
         # Recommender ensembles (reference 003's Merlin HPS + dense deployment): a sparse model
         # (hierarchical embedding storage, deploybench.ensemble) feeding the dense part
         # served as the backend key `dense` serves a model.

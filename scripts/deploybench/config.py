@@ -186,6 +186,12 @@ class Settings:
                 f"it runs {', '.join(entry['precisions'])}"
                 + ("; FP16 needs a CUDA GPU key such as h100" if entry["kind"] == "cpu" else "")
             )
+        if entry["kind"] != "gpu" and "cuda" in shared_memory_modes(
+                self.model_settings(model, gpu)["offline"]):
+            raise ConfigError(
+                f"offline.shared_memory 'cuda' of model '{model}' needs a GPU; GPU key '{gpu}' "
+                f"is {entry['kind']}: set it for GPU keys only (device_overrides), or use "
+                "'system'")
         if BACKENDS[backend].needs_gpu and entry["kind"] != "gpu":
             raise ConfigError(
                 f"backend '{backend}' ({BACKENDS[backend].title}) needs an NVIDIA GPU; GPU key "
@@ -271,6 +277,12 @@ class Settings:
         return keys
 
 
+def shared_memory_modes(offline: dict) -> list[str]:
+    """The offline scenario's shared-memory modes, in the order they are measured."""
+    modes = offline.get("shared_memory", "system")
+    return [modes] if isinstance(modes, str) else list(modes)
+
+
 def _check_batches(model: str, gpu: str, settings: dict) -> None:
     """Every batch size a run uses must fit the model's max batch size on that device."""
     max_batch = settings["triton"]["max_batch_size"]
@@ -296,10 +308,12 @@ _SERVE = (*_COMMON, "server")
 STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # step: (run fields, model fields)
     "convert": (_COMMON, ("inputs", "outputs", "triton", "ensemble")),
-    "conversion_check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble")),
-    "native": (_COMMON, ("inputs", "outputs", "triton", "offline", "ensemble")),
+    "conversion_check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble",
+                                    "compile_mode")),
+    "native": (_COMMON, ("inputs", "outputs", "triton", "offline", "ensemble", "compile_mode")),
     # the server's backends decide who serves it
-    "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble")),
+    "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble", "compile_mode")),
+    "floor": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),

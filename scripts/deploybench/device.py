@@ -15,7 +15,7 @@ class DeviceMismatch(RuntimeError):
 
 
 # Steps that run on the keyed device (and check it is there); the others run anywhere.
-DEVICE_STEPS = ("conversion_check", "native", "accuracy", "offline", "online")
+DEVICE_STEPS = ("conversion_check", "native", "accuracy", "offline", "online", "floor")
 
 
 def may_run_on_device(step: str) -> bool:

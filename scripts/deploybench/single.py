@@ -31,8 +31,11 @@ def options(run: dict) -> runners.Options:
         device_id=device_id(run["gpu"]),
         max_batch_size=max_batch,
         input_dims=tuple(tuple(t["dims"]) for t in model["inputs"]),
+        output_dims=tuple(tuple(t["dims"]) for t in model["outputs"]),
+        output_dtypes=tuple(t["dtype"] for t in model["outputs"]),
         opt_batch_size=max(triton.get("preferred_batch_sizes", [max_batch])),
         workspace_mb=triton.get("trt_workspace_mb", 1024),
+        compile_mode=model.get("compile_mode", "default"),
     )
 
 

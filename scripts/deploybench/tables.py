@@ -20,9 +20,15 @@ LATENCY_COLUMNS = [
 ]
 COMPONENTS = LATENCY_COLUMNS[:7]
 THROUGHPUT = "Inferences/Second"
-PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS]  # offline/online.csv
+SHARED_MEMORY = "Shared memory"  # system, cuda, or none (inputs in the requests)
+# offline.csv, online.csv, floor.csv: the reference columns first, then ours
+PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS, SHARED_MEMORY]
 
-NATIVE_COLUMNS = ["Batch", THROUGHPUT, "median latency (ms)", "iterations"]  # native.csv
+# native.csv: host arrays in and out (what the python backend's runner does), and for a
+# torch runner on a GPU the same with inputs and outputs already on the device
+DEVICE_THROUGHPUT = f"device-resident {THROUGHPUT}"
+NATIVE_COLUMNS = ["Batch", THROUGHPUT, "median latency (ms)", "iterations",
+                  DEVICE_THROUGHPUT, "device-resident median latency (ms)"]
 
 # conversion_check.csv: the converted model against the source model, per output.
 CHECK_COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_abs_error",
@@ -31,6 +37,15 @@ CHECK_COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_ab
 # accuracy.csv: metrics of the served outputs (`triton`) and of the source model's
 # (`source`); deviations of the served outputs from the source model's, with a limit.
 ACCURACY_COLUMNS = ["name", "kind", "triton", "source", "limit", "passed"]
+
+
+def read_perf(csv: Path) -> pd.DataFrame:
+    """An offline, online or floor table; one measured before the shared-memory column
+    existed used system shared memory offline (the only mode then), none online."""
+    table = pd.read_csv(csv)
+    if SHARED_MEMORY not in table:
+        table[SHARED_MEMORY] = "none" if Path(csv).stem == "online" else "system"
+    return table
 
 
 def require_passed(check_csv: Path) -> None:

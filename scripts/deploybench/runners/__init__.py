@@ -29,6 +29,9 @@ MODULES = {
     "tensorflow": "tensorflow",
     "tensorflow-trt": "tensorflow",
     "tensorrt": "tensorrt",
+    "aoti": "aoti",
+    "torch-compile": "torchcompile",
+    "identity": "identity",  # zeros at no cost: the floor of serving (runners.identity)
 }
 
 

@@ -21,14 +21,22 @@ class Options:
     device_id: int | None = None     # CUDA device; None: the CPU
     threads: int = 0                 # CPU threads of the engine (0: its default)
     max_batch_size: int = 1
-    # Engine builds (TensorRT): per-sample input dims, the batch to optimise for, workspace.
+    # Per-sample dims and Triton dtypes of the inputs and outputs (engine builds, the
+    # identity runner's zeros).
     input_dims: tuple[tuple[int, ...], ...] = ()
-    opt_batch_size: int = 1
-    workspace_mb: int = 1024
+    output_dims: tuple[tuple[int, ...], ...] = ()
+    output_dtypes: tuple[str, ...] = ()
+    opt_batch_size: int = 1  # the batch a TensorRT engine is optimised for
+    workspace_mb: int = 1024  # TensorRT builder workspace
+    compile_mode: str = "default"  # torch.compile's mode (runner torch-compile)
 
 
 class Runner:
-    """list of numpy arrays (the model's inputs, in order) -> list of numpy outputs."""
+    """list of numpy arrays (the model's inputs, in order) -> list of numpy outputs.
+
+    A torch runner on a GPU also runs device tensors (`run_tensors`): the served model
+    hands it the inputs Triton placed in GPU memory (CUDA shared memory) and returns its
+    outputs there, and the native step times it without host copies."""
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         raise NotImplementedError

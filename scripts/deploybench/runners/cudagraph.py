@@ -8,18 +8,25 @@ from pathlib import Path
 from .base import Options
 from .torchscript import TorchScriptRunner, convert
 
-__all__ = ["CudaGraphs", "convert", "load"]
+__all__ = ["CudaGraphs", "buckets", "convert", "load"]
+
+
+def buckets(max_batch_size: int) -> list[int]:
+    """Powers of two up to the max batch size (and it): the batch sizes a padded batch
+    takes, so a model sees a handful of shapes whatever batches the batcher forms."""
+    return sorted({min(2**i, max_batch_size) for i in range(32)
+                   if 2 ** (i - 1) < max_batch_size})
 
 
 class CudaGraphs:
-    """Replays one CUDA graph per batch bucket (powers of two up to the max batch size):
-    a batch is padded to its bucket, so any batch size the dynamic batcher forms reuses a
-    captured graph, and a replay costs one launch instead of hundreds of kernel launches."""
+    """Replays one CUDA graph per batch bucket: a batch is padded to its bucket, so any
+    batch size the dynamic batcher forms reuses a captured graph, and a replay costs one
+    launch instead of hundreds of kernel launches. Outputs are views of the graph's
+    static buffers, overwritten by the next replay."""
 
     def __init__(self, model, max_batch_size):
         self.model = model
-        self.buckets = sorted({min(2**i, max_batch_size) for i in range(32)
-                               if 2 ** (i - 1) < max_batch_size})
+        self.buckets = buckets(max_batch_size)
         self.graphs = {}
 
     def _capture(self, bucket, example):
@@ -56,4 +63,5 @@ def load(name: str, artifact: Path, options: Options) -> TorchScriptRunner:
     if runner.device.type != "cuda":
         raise ValueError("runner torch-cudagraph needs a GPU instance")
     runner.model = CudaGraphs(runner.model, options.max_batch_size)
+    runner.aliased = True
     return runner

@@ -1,15 +1,29 @@
 """Triton python-backend model that serves a converted artifact with its runner.
 
 What it serves comes from the `parameters` of config.pbtxt: `artifact` (a file or folder
-in the version folder), `runner` (a name of deploybench.runners.MODULES) and `precision`
-(fp32 | fp16). The requests of one execute() call (dynamic batching) are concatenated,
-run as one batch and split back.
+in the version folder), `runner` (a name of deploybench.runners.MODULES), `precision`
+(fp32 | fp16) and `compile_mode` (torch-compile). The requests of one execute() call
+(dynamic batching) are concatenated, run as one batch and split back.
+
+Two data paths: inputs in host memory (HTTP, system shared memory) go through numpy and
+outputs come back as numpy arrays; inputs Triton hands over in GPU memory (CUDA shared
+memory, with FORCE_CPU_ONLY_INPUT_TENSORS off) are taken through DLPack by a torch runner,
+which leaves its outputs on the GPU for Triton to copy to the client's region.
 """
 
 import json
+import locale
 import os
 import sys
+import time
 from pathlib import Path
+
+# The stub's isolated Python keeps the C locale (ASCII text files): torch.compile reads its
+# UTF-8 kernel templates with the locale's encoding.
+try:
+    locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+except locale.Error:  # a C library without the C.UTF-8 locale
+    pass
 
 # The stub runs Python isolated (PYTHONPATH ignored): the runners bundled beside this file,
 # then the pipeline's packages from DEPLOYBENCH_STUB_PATH (deploybench.triton.install).
@@ -48,18 +62,53 @@ class TritonPythonModel:
             device_id=int(args["model_instance_device_id"]) if on_gpu else None,
             threads=0 if on_gpu else max(1, (os.cpu_count() or 1) // max(1, cpu_instances)),
             max_batch_size=max(1, config.get("max_batch_size", 1)),
+            output_dims=tuple(tuple(t["dims"]) for t in config["output"]),
+            output_dtypes=tuple(t["data_type"].removeprefix("TYPE_") for t in config["output"]),
+            compile_mode=params.get("compile_mode", "default"),
         )
         artifact = Path(args["model_repository"]) / args["model_version"] / params["artifact"]
         self.runner = load(params["runner"], artifact, options)
+        # DEPLOYBENCH_PROFILE_EVERY=N: every N executions, where their time went (stderr,
+        # i.e. the server log): taking the inputs, running the model, making the responses
+        self.profile_every = int(os.environ.get("DEPLOYBENCH_PROFILE_EVERY", "0"))
+        self.phases, self.executions = [0.0, 0.0, 0.0], 0
+        self.torch = None
+        if on_gpu and hasattr(self.runner, "run_tensors"):
+            import torch
+            import torch.utils.dlpack
+
+            self.torch = torch
+            self.device = torch.device(f"cuda:{options.device_id}")
+            self.torch_dtypes = [torch.from_numpy(np.zeros(0, d)).dtype
+                                 for d in self.output_dtypes]
+
+    def _phase(self, i: int, since: float) -> float:
+        now = time.perf_counter()
+        self.phases[i] += now - since
+        return now
+
+    def _profiled(self, responses):
+        self.executions += 1
+        if self.profile_every and self.executions % self.profile_every == 0:
+            inputs, run, outputs = (1e3 * p / self.profile_every for p in self.phases)
+            print(f"deploybench profile: {self.profile_every} executions, mean ms: inputs "
+                  f"{inputs:.3f}, run {run:.3f}, outputs {outputs:.3f}", file=sys.stderr,
+                  flush=True)
+            self.phases = [0.0, 0.0, 0.0]
+        return responses
 
     def execute(self, requests):
-        per_request = [
-            [pb_utils.get_input_tensor_by_name(r, name).as_numpy() for name in self.inputs]
-            for r in requests
-        ]
-        sizes = [arrays[0].shape[0] for arrays in per_request]
-        batch = [p[0] if len(p) == 1 else np.concatenate(p) for p in zip(*per_request)]
+        t = time.perf_counter()
+        per_request = [[pb_utils.get_input_tensor_by_name(r, name) for name in self.inputs]
+                       for r in requests]
+        if self.torch is not None and not per_request[0][0].is_cpu():
+            return self._profiled(self._execute_on_device(per_request, t))
+        arrays = [[x.as_numpy() for x in tensors] for tensors in per_request]
+        sizes = [a[0].shape[0] for a in arrays]
+        batch = [p[0] if len(p) == 1 else np.concatenate(p) for p in zip(*arrays)]
+        t = self._phase(0, t)
         outputs = self.runner(batch)
+        t = self._phase(1, t)
         responses, start = [], 0
         for size in sizes:
             tensors = [
@@ -68,4 +117,27 @@ class TritonPythonModel:
             ]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             start += size
+        self._phase(2, t)
+        return self._profiled(responses)
+
+    def _execute_on_device(self, per_request, t: float):
+        """Inputs in GPU memory through DLPack, outputs left on the GPU (no host copy)."""
+        torch = self.torch
+        tensors = [[torch.utils.dlpack.from_dlpack(x.to_dlpack()) for x in request]
+                   for request in per_request]
+        sizes = [x[0].shape[0] for x in tensors]
+        batch = [p[0] if len(p) == 1 else torch.cat(p) for p in zip(*tensors)]
+        t = self._phase(0, t)
+        outputs = [out.to(dtype) for out, dtype in
+                   zip(self.runner.run_tensors(batch), self.torch_dtypes)]
+        torch.cuda.synchronize(self.device)  # Triton reads the outputs after we return
+        t = self._phase(1, t)
+        responses, start = [], 0
+        for size in sizes:
+            responses.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor.from_dlpack(name, torch.utils.dlpack.to_dlpack(
+                    out[start:start + size].contiguous()))
+                for name, out in zip(self.outputs, outputs)]))
+            start += size
+        self._phase(2, t)
         return responses

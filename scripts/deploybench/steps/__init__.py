@@ -38,6 +38,7 @@ STEPS = {
     "accuracy": "accuracy:accuracy",
     "offline": "performance:offline",
     "online": "performance:online",
+    "floor": "performance:floor",
     "native": "native:native",
     "plots": "plots:plots",
     "configuration_report": "report:configuration_report",

@@ -9,7 +9,8 @@ from pathlib import Path
 from .. import artifacts, atomic, source_model
 
 ONNX_OPSET = 17
-FORMATS = {"torch": ("ts-trace", "ts-script", "onnx"),
+EXPORT_MAX_BATCH = 1 << 16  # torch.export's bound of the batch dimension
+FORMATS = {"torch": ("ts-trace", "ts-script", "onnx", "torch-export"),
            "tensorflow": ("tf-savedmodel", "onnx", "dense-savedmodel", "dense-onnx")}
 
 
@@ -37,6 +38,8 @@ def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) ->
             torch.jit.save(torch.jit.trace(model, example), str(tmp))
         elif format == "ts-script":
             torch.jit.save(torch.jit.script(model), str(tmp))
+        elif format == "torch-export":
+            torch.export.save(_torch_export(spec, model, example), str(tmp))
         else:
             names_in = [t["name"] for t in inputs]
             names_out = [t["name"] for t in spec["outputs"]]
@@ -45,6 +48,22 @@ def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) ->
                 dynamic_axes={n: {0: "batch"} for n in names_in + names_out},
                 opset_version=ONNX_OPSET, dynamo=False,
             )
+
+
+def _torch_export(spec: dict, model, example: tuple):
+    """The model as an ExportedProgram with a dynamic batch dimension, or a refusal of the
+    backends built from it that carries the exporter's own message."""
+    import torch
+
+    batch = torch.export.Dim("batch", min=1, max=EXPORT_MAX_BATCH)
+    try:
+        return torch.export.export(model, example,
+                                   dynamic_shapes=tuple({0: batch} for _ in example))
+    except Exception as error:  # torch.export raises many types (Unsupported, UserError...)
+        raise ValueError(
+            f"model '{spec['plugin']}' cannot be exported with torch.export, which the "
+            f"backends aoti and torch-compile are built from; the exporter said: "
+            f"{type(error).__name__}: {error}") from error
 
 
 def sparse_export(spec: dict, weights: Path, data: Path, out: Path) -> None:

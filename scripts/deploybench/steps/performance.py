@@ -19,35 +19,56 @@ from ..tensors import numpy_dtype
 from ..triton import config as triton_config
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
-from ..triton.client import infer_all
+from ..triton.client import warm_up
 
 
 def offline(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
             out_json: Path, perf_log: Path, server_log: Path) -> None:
-    _measure(spec, "offline", repository, perf_data, accuracy, out_csv, out_json, perf_log,
-             server_log)
+    require_accurate(accuracy)
+    _measure(spec, "offline", repository, perf_analyzer.sweep(spec, "offline"), perf_data,
+             out_csv, out_json, perf_log, server_log)
 
 
 def online(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
            out_json: Path, perf_log: Path, server_log: Path) -> None:
-    _measure(spec, "online", repository, perf_data, accuracy, out_csv, out_json, perf_log,
-             server_log)
-
-
-def _measure(spec: dict, scenario: str, repository: Path, perf_data: Path, accuracy: Path,
-             out_csv: Path, out_json: Path, perf_log: Path, server_log: Path) -> None:
     require_accurate(accuracy)
-    work = out_csv.parent / f".{scenario}-work"  # perf_analyzer's CSVs, one per row
+    _measure(spec, "online", repository, perf_analyzer.sweep(spec, "online"), perf_data,
+             out_csv, out_json, perf_log, server_log)
+
+
+def floor(spec: dict, perf_data: Path, out_csv: Path, out_json: Path, perf_log: Path,
+          server_log: Path) -> None:
+    """The offline scenario's smallest and largest batch, in each of its shared-memory
+    modes, served by an identity model with the configuration's tensors (zeros, at no
+    cost): what Triton and the python backend cost by themselves on this data path."""
+    batches = spec["model"]["offline"]["batch_sizes"]
+    sweep = [row for row in perf_analyzer.sweep(spec, "offline")
+             if row.batch in (min(batches), max(batches))]
+    scratch = out_csv.parent / ".floor-repository"
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        triton_repository.create_floor(
+            spec, triton_repository.config_path(scratch, spec["key"]["model"]))
+        _measure(spec, "offline", scratch, sweep, perf_data, out_csv, out_json, perf_log,
+                 server_log)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _measure(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
+             out_csv: Path, out_json: Path, perf_log: Path, server_log: Path) -> None:
+    work = out_csv.parent / f".{out_csv.stem}-work"  # perf_analyzer's CSVs, one per row
     work.mkdir(parents=True, exist_ok=True)
     try:
-        _measure_in(spec, scenario, repository, perf_data, out_csv, out_json, perf_log,
-                    server_log, work)
+        _measure_in(spec, scenario, repository, sweep, perf_data, out_csv, out_json,
+                    perf_log, server_log, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _measure_in(spec: dict, scenario: str, repository: Path, perf_data: Path, out_csv: Path,
-                out_json: Path, perf_log: Path, server_log: Path, work: Path) -> None:
+def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
+                out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
+                work: Path) -> None:
     config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
     rows = []
     with open(perf_log, "w") as log, \
@@ -56,20 +77,21 @@ def _measure_in(spec: dict, scenario: str, repository: Path, perf_data: Path, ou
         names = triton_config.served_inputs(config_pbtxt)
         data_json = _served_data(perf_data, names, work)
         inputs = _warmup_inputs(data_json, spec)
-        sweep = perf_analyzer.sweep(spec, scenario)
-        for batch in sorted({b for b, _ in sweep}):  # warm-up: each batch size once
-            infer_all(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
-                      batch, names)
-        for batch, concurrency in sweep:
-            rows.append(perf_analyzer.measure(spec, scenario, server, batch, concurrency,
-                                              data_json, work, log))
+        # Warm-up: each batch size on every instance at once, twice, so that no instance
+        # compiles or captures a CUDA graph for it inside a measurement window.
+        for batch in sorted({row.batch for row in sweep}):
+            warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
+                    names, spec["model"]["triton"]["instances"])
+        for row in sweep:
+            rows.append(perf_analyzer.measure(spec, scenario, server, row, data_json, work,
+                                              log))
         cache = serving.cache_report(server)
     table = perf_analyzer.table(rows)
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**spec["perf"], **spec["model"][scenario],
                                    "protocol": "grpc" if scenario == "offline" else "http",
-                                   "shared_memory": "system" if scenario == "offline" else "none",
+                                   "shared_memory": sorted({row.shared_memory for row in sweep}),
                                    "batching": "static" if scenario == "offline" else "dynamic"},
         "triton": spec["model"]["triton"],
         **cache,
@@ -96,7 +118,7 @@ def _served_data(data_json: Path, names: list[str], work: Path) -> Path:
 
 def _warmup_inputs(data_json: Path, run: dict) -> list[np.ndarray]:
     """The first sample of the perf data, as batch-1 arrays (a zero-size placeholder for
-    an input the served config does not take: infer_all skips it)."""
+    an input the served config does not take: the warm-up skips it)."""
     first = json.loads(Path(data_json).read_text())["data"][0]
     return [
         np.asarray(first[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))

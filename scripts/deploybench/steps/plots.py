@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import atomic  # noqa: E402
-from ..tables import COMPONENTS  # noqa: E402
+from ..tables import COMPONENTS, SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:
@@ -29,17 +29,31 @@ def plots(spec: dict, offline: Path, online: Path, offline_throughput: Path,
 
 
 def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path) -> None:
-    table = pd.read_csv(csv)
+    """Bars per batch (side by side per shared-memory mode), latencies per mode."""
+    table = read_perf(csv)
+    modes = list(dict.fromkeys(table[SHARED_MEMORY]))
+    batches = list(dict.fromkeys(table["Batch"]))
+    width = 0.8 / len(modes)
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.bar(table["Batch"].astype(str), table["Inferences/Second"], color="#76b900")
+    for i, mode in enumerate(modes):
+        rows = table[table[SHARED_MEMORY] == mode].set_index("Batch").reindex(batches)
+        ax.bar([x + i * width for x in range(len(batches))], rows[THROUGHPUT], width,
+               label=f"{mode} shared memory", color=("#76b900", "#1a6fb0", "#999")[i % 3])
+    ax.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(batches))],
+                  [str(b) for b in batches])
     ax.set(xlabel="Batch", ylabel="Inferences/second", title=f"Throughput vs batch: {title}")
+    ax.legend(fontsize="small")
     _save(fig, throughput_png)
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for col in ("avg latency (ms)", "p90 latency (ms)", "p95 latency (ms)", "p99 latency (ms)"):
-        ax.plot(table["Batch"].astype(str), table[col], marker="o", label=col)
+    for mode in modes:
+        rows = table[table[SHARED_MEMORY] == mode]
+        suffix = f" ({mode})" if len(modes) > 1 else ""
+        for col in ("avg latency (ms)", "p90 latency (ms)", "p95 latency (ms)",
+                    "p99 latency (ms)"):
+            ax.plot(rows["Batch"].astype(str), rows[col], marker="o", label=col + suffix)
     ax.set(xlabel="Batch", ylabel="Latency (ms)", title=f"Latency vs batch: {title}")
-    ax.legend()
+    ax.legend(fontsize="small")
     _save(fig, latency_png)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, source_model
-from ..tables import THROUGHPUT
+from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -27,12 +27,27 @@ def markdown_table(table: pd.DataFrame) -> str:
 
 
 def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
-    served = pd.read_csv(offline_csv)[["Batch", THROUGHPUT]]
-    native = pd.read_csv(native_csv)[["Batch", THROUGHPUT]]
-    table = served.merge(native, on="Batch", suffixes=(" served", " native"))
-    table["served/native"] = (table[f"{THROUGHPUT} served"]
-                              / table[f"{THROUGHPUT} native"]).round(3)
-    return table
+    """Offline rows beside the native figure of the same data path: host arrays for
+    system shared memory, device-resident tensors for CUDA shared memory (where the
+    runner has them)."""
+    served = read_perf(offline_csv)[["Batch", SHARED_MEMORY, THROUGHPUT]]
+    native = pd.read_csv(native_csv)
+    column = {"system": THROUGHPUT, "cuda": DEVICE_THROUGHPUT}
+    served["native column"] = served[SHARED_MEMORY].map(column).fillna(THROUGHPUT)
+    native_value = {(row["Batch"], name): row.get(name) for _, row in native.iterrows()
+                    for name in set(column.values())}
+    served[f"{THROUGHPUT} native"] = [native_value.get((b, c)) for b, c in
+                                      zip(served["Batch"], served["native column"])]
+    served = served.rename(columns={THROUGHPUT: f"{THROUGHPUT} served"})
+    served["served/native"] = (served[f"{THROUGHPUT} served"]
+                               / served[f"{THROUGHPUT} native"]).round(3)
+    return served.dropna(subset=[f"{THROUGHPUT} native"])
+
+
+def at_max_batch(ratio: pd.DataFrame) -> pd.Series:
+    """The row of the largest batch, of the mode served fastest there."""
+    top = ratio[ratio["Batch"] == ratio["Batch"].max()]
+    return top.loc[top[f"{THROUGHPUT} served"].idxmax()]
 
 
 def _params_table(rows: list[tuple[str, object]]) -> str:
@@ -71,7 +86,8 @@ rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
 def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
                          online: Path, offline_json: Path, online_json: Path,
                          offline_throughput: Path, offline_latency: Path,
-                         online_latency: Path, native: Path, weights: Path, out: Path) -> None:
+                         online_latency: Path, native: Path, native_json: Path, floor: Path,
+                         weights: Path, out: Path) -> None:
     """One configuration's README: its settings, tables, plots and provenance (plots by
     relative links)."""
     run = spec["run"]
@@ -133,19 +149,36 @@ repository → accuracy on Triton → offline and online performance (perf_analy
 
 ## Offline scenario
 
-Static batching, system shared memory, concurrency 1 (gRPC).
+Static batching, concurrency 1 (gRPC), inputs and outputs through shared memory (the
+`Shared memory` column: system, as the references; cuda, in GPU memory, which a torch
+runner takes without a host copy).
 
 ![Throughput vs batch]({rel["offline_throughput"]})
 ![Latency vs batch]({rel["offline_latency"]})
 
-{markdown_table(pd.read_csv(files["offline"]))}
+{markdown_table(read_perf(files["offline"]))}
 
 ## Serving overhead: Triton vs native
 
 The same converted model, runner, batch sizes and precision in-process on the same
-device (`native.csv`), against the offline scenario through Triton.
+device (`native.csv`), against the offline scenario through Triton: system shared memory
+against the runner with host arrays in and out, CUDA shared memory against it with the
+tensors already on the device (its compute limit).
 
 {markdown_table(served_vs_native(files["offline"], files["native"]))}
+
+{markdown_table(pd.read_csv(files["native"]))}
+
+First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
+{_first_calls(native_json)}
+
+## Triton's own cost: an identity model
+
+The same server, scenario and data path with a model that returns zeros at no cost
+(`floor.csv`): what Triton and the python backend cost by themselves, apart from the
+model's compute.
+
+{markdown_table(read_perf(floor))}
 
 {_cache_section(run, offline_report, online_report)}## Online scenario
 
@@ -154,7 +187,7 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
 
 ![Latency vs concurrency]({rel["online_latency"]})
 
-{markdown_table(pd.read_csv(files["online"]))}
+{markdown_table(read_perf(files["online"]))}
 
 ## Provenance
 
@@ -164,6 +197,11 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
 """
     with atomic.output(out) as tmp:
         tmp.write_text(text)
+
+
+def _first_calls(native_json: Path) -> str:
+    calls = json.loads(Path(native_json).read_text()).get("first_call_s", {})
+    return ", ".join(f"batch {b}: {s:.2f}" for b, s in calls.items()) or "not recorded"
 
 
 def _column(folder: Path) -> str:
@@ -195,9 +233,11 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
         if layout.configuration_of(folder)["gpu"] == "cpu" or not (
                 folder / f"{scenario}.csv").is_file():
             continue
-        ours = pd.read_csv(folder / f"{scenario}.csv")[[key, THROUGHPUT]]
-        ours = ours.rename(columns={THROUGHPUT: _column(folder)})
-        table = ours if table is None else table.merge(ours, on=key, how="outer")
+        measured = read_perf(folder / f"{scenario}.csv")
+        for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
+            label = _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)")
+            ours = rows[[key, THROUGHPUT]].rename(columns={THROUGHPUT: label})
+            table = ours if table is None else table.merge(ours, on=key, how="outer")
     if table is None:
         return pd.DataFrame()
     for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
@@ -225,14 +265,15 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
         best = offline.loc[offline[THROUGHPUT].idxmax()]
         where = layout.configuration_of(folder)
         gpu, config = where["gpu"], where["name"]
-        ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
+        ratio = at_max_batch(served_vs_native(folder / "offline.csv", folder / "native.csv"))
         rows.append({
             "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
             "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
             "Smallest offline batch": int(offline["Batch"].min()),
             "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
             "Online max inf/s": online[THROUGHPUT].max(),
-            "served/native at max batch": ratio["served/native"].iloc[-1],
+            "served/native at max batch": ratio["served/native"],
+            "its shared memory": ratio[SHARED_MEMORY],
         })
     table = pd.DataFrame(rows)
     text = (f"# {spec['title']}: results\n\nEvery configuration of `{spec['model']}` built "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import queue
+
 import numpy as np
 import tritonclient.grpc as grpcclient
 
@@ -28,3 +30,26 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
         return [result.as_numpy(t["name"]) for t in model["outputs"]]
 
     return batched(infer, inputs, batch_size)
+
+
+def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
+            concurrency: int, rounds: int = 2, timeout_s: float = 600.0) -> None:
+    """`rounds` rounds of `concurrency` requests at once (of the batch `inputs` hold),
+    so that every model instance runs, compiles or captures for that batch size before a
+    measurement does."""
+    client = grpcclient.InferenceServerClient(url)
+    tensors = []
+    for spec, array in zip(run["model"]["inputs"], inputs):
+        if spec["name"] in served:
+            tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
+            tensor.set_data_from_numpy(np.ascontiguousarray(array))
+            tensors.append(tensor)
+    done = queue.Queue()
+    for _ in range(rounds):
+        for _ in range(concurrency):
+            client.async_infer(run["key"]["model"], tensors,
+                               lambda result, error: done.put(error))
+        for _ in range(concurrency):
+            error = done.get(timeout=timeout_s)
+            if error is not None:
+                raise error

@@ -15,6 +15,9 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+# Runners that take device tensors (deploybench.runners: run_tensors), served from GPU
+# memory when the client sends them there.
+TORCH_RUNNERS = ("torch", "torch-cudagraph", "aoti", "torch-compile", "identity")
 # Tensors of a real Merlin HPS model (its backend's fixed names).
 HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT = "KEYS", "NUMKEYS", "OUTPUT0"
 
@@ -69,8 +72,13 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
     )
     if python:
         config.backend = "python"
-        params = {"artifact": run["artifact"], "runner": run["backend"]["runner"],
-                  "precision": run["precision"]}
+        runner = run["backend"]["runner"]
+        params = {"artifact": run["artifact"], "runner": runner, "precision": run["precision"]}
+        if runner == "torch-compile":
+            params["compile_mode"] = model.get("compile_mode", "default")
+        if run["gpu"]["kind"] == "gpu" and runner in TORCH_RUNNERS:
+            # inputs stay where the client put them: in GPU memory with CUDA shared memory
+            params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():
             config.parameters[key].string_value = value
     else:

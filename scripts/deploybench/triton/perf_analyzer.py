@@ -13,11 +13,13 @@ import csv
 import io
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from ..tables import LATENCY_COLUMNS, PERF_COLUMNS, THROUGHPUT
+from ..config import shared_memory_modes
+from ..tables import LATENCY_COLUMNS, PERF_COLUMNS, SHARED_MEMORY, THROUGHPUT
 from ..tensors import numpy_dtype
 
 # perf_analyzer's CSV columns (microseconds), as the reference tables' (milliseconds).
@@ -39,10 +41,20 @@ def output_bytes(outputs: list[dict], batch: int) -> int:
     return per_sample * batch
 
 
-def command(run: dict, scenario: str, server, batch: int, concurrency: int,
-            data_json: Path, csv_path: Path, attempt: int = 1) -> list[str]:
+class Row(NamedTuple):
+    """One measurement: a batch size at a concurrency, inputs and outputs through
+    `shared_memory` (system, cuda; none: in the requests, as HTTP online sends them)."""
+
+    batch: int
+    concurrency: int
+    shared_memory: str
+
+
+def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
+            attempt: int = 1) -> list[str]:
     """The perf_analyzer command line; a retry doubles the window's request count, as
     perf_analyzer advises when it cannot stabilise."""
+    batch, concurrency = row.batch, row.concurrency
     model, perf = run["model"], run["perf"]
     request_count = model[scenario]["measurement_request_count"] * 2 ** (attempt - 1)
     cmd = [
@@ -56,34 +68,36 @@ def command(run: dict, scenario: str, server, batch: int, concurrency: int,
         "-f", str(csv_path), "--verbose-csv",
     ]
     if scenario == "offline":
-        cmd += ["-i", "grpc", "-u", server.grpc_url, "--shared-memory", "system",
+        cmd += ["-i", "grpc", "-u", server.grpc_url, "--shared-memory", row.shared_memory,
                 "--output-shared-memory-size", str(output_bytes(model["outputs"], batch))]
     else:
         cmd += ["-i", "http", "-u", server.http_url]
     return cmd
 
 
-def parse_csv(text: str, batch: int) -> dict:
-    """One perf_analyzer CSV (one concurrency level) -> one row in the reference tables' units."""
+def parse_csv(text: str, row: Row) -> dict:
+    """One perf_analyzer CSV (one concurrency level) -> one row in the reference tables'
+    units."""
     rows = list(csv.DictReader(io.StringIO(text)))
     if len(rows) != 1:
         raise PerfError(f"expected one measurement row from perf_analyzer, got {len(rows)}")
-    row = rows[0]
-    table = {"Batch": batch, "Concurrency": int(row["Concurrency"]),
-             THROUGHPUT: float(row["Inferences/Second"])}
-    table |= {ms: float(row[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
-    return table
+    measured = rows[0]
+    table = {"Batch": row.batch, "Concurrency": int(measured["Concurrency"]),
+             THROUGHPUT: float(measured["Inferences/Second"])}
+    table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
+    return table | {SHARED_MEMORY: row.shared_memory}
 
 
-def measure(run: dict, scenario: str, server, batch: int, concurrency: int,
-            data_json: Path, work: Path, log) -> dict:
+def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
+            log) -> dict:
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
     cannot stabilise."""
-    csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}.csv"
+    batch, concurrency = row.batch, row.concurrency
+    csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_{row.shared_memory}.csv"
     attempts = run["perf"]["attempts"]
     for attempt in range(1, attempts + 1):
         server.ensure_alive()  # a dead server is reported as such, never retried
-        cmd = command(run, scenario, server, batch, concurrency, data_json, csv_path, attempt)
+        cmd = command(run, scenario, server, row, data_json, csv_path, attempt)
         csv_path.unlink(missing_ok=True)
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
@@ -92,23 +106,26 @@ def measure(run: dict, scenario: str, server, batch: int, concurrency: int,
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
-            return parse_csv(csv_path.read_text(), batch)
+            return parse_csv(csv_path.read_text(), row)
         log.write(f"[attempt {attempt}/{attempts} failed, exit code {result.returncode}]\n")
         server.ensure_alive()
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
     raise PerfError(
         f"perf_analyzer found no stable {scenario} measurement at batch {batch}, concurrency "
-        f"{concurrency} in {attempts} attempts (stability_percentage="
+        f"{concurrency}, {row.shared_memory} shared memory in {attempts} attempts "
+        f"(stability_percentage="
         f"{run['perf']['stability_percentage']}, max_trials={run['perf']['max_trials']}):\n{tail}"
     )
 
 
-def sweep(run: dict, scenario: str) -> list[tuple[int, int]]:
-    """(batch, concurrency) rows of a scenario, in the order of the reference tables."""
+def sweep(run: dict, scenario: str) -> list[Row]:
+    """The rows of a scenario, in the order of the reference tables (offline: each batch
+    size in every shared-memory mode, one after the other)."""
     settings = run["model"][scenario]
     if scenario == "offline":
-        return [(b, 1) for b in settings["batch_sizes"]]
-    return [(settings["batch_size"], c) for c in settings["concurrency"]]
+        return [Row(b, 1, mode) for mode in shared_memory_modes(settings)
+                for b in settings["batch_sizes"]]
+    return [Row(settings["batch_size"], c, "none") for c in settings["concurrency"]]
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

@@ -73,6 +73,17 @@ def create(run: dict, artifact: Path, out_config: Path, available: list[str]) ->
     return backend
 
 
+def create_floor(run: dict, out_config: Path) -> None:
+    """An identity model with the run's tensors and Triton settings, served by the same
+    model file as the run (runners.identity: zeros, at no cost): what Triton and the
+    python backend cost by themselves on the run's data path."""
+    floor = {**run, "backend": {**run["backend"], "runner": "identity", "triton_backend": None},
+             "artifact": "identity"}  # the identity runner reads no file
+    add_python_model(Path(out_config).parent / VERSION, "python_model.py")
+    triton_config.write(triton_config.model_config(Path(out_config).parent.name, floor),
+                        out_config)
+
+
 def scenario_repository(src: Path, dst: Path, static_batching: bool, on_cpu: bool) -> Path:
     """`dst`: the repository `src` with every model's scenario config and links to the
     rest of its files. An ensemble needs it: loading one (re)loads its parts from the

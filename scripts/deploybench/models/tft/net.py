@@ -292,8 +292,11 @@ class TemporalFusionTransformer(nn.Module):
         if t_observed is not None:
             past.insert(0, t_observed[:, :enc])
         historical_features, _ = self.history_vsn(torch.cat(past, dim=-2), cs)
+        # [1, B, H] initial states (written as a reshape, which torch.export keeps 3-D
+        # where it made unsqueeze(0) of the static context 4-D)
         history, state = self.history_encoder(
-            historical_features, (ch.unsqueeze(0), cc.unsqueeze(0)))
+            historical_features, (ch.reshape(1, -1, ch.shape[-1]),
+                                  cc.reshape(1, -1, cc.shape[-1])))
         future_features, _ = self.future_vsn(t_known[:, enc:], cs)
         future, _ = self.future_encoder(future_features, state)
 

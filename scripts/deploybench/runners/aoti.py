@@ -1,0 +1,50 @@
+"""AOTInductor: the exported program (torch.export, FP32, CPU) compiled ahead of time for
+the configuration's device and precision into a .pt2 package by the convert step, and
+that package run (the runner `aoti`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Options
+from .torchscript import TorchRunner, device, set_precision
+
+
+def for_device(exported: Path, options: Options):
+    """The exported program's module and example inputs on the options' device, in their
+    precision (FP16: weights and floating inputs in half)."""
+    import torch
+
+    dev = device(options)
+    program = torch.export.load(str(exported))
+    module = program.module().to(dev)
+    args = [a.to(dev) for a in program.example_inputs[0]]
+    if options.precision == "fp16":
+        module = module.half()
+        args = [a.half() if a.is_floating_point() else a for a in args]
+    return module, args
+
+
+def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
+    """Re-export on the device at the precision (batch dynamic up to the max batch size)
+    and compile the package; its compile time is the convert job's benchmark."""
+    import torch
+
+    set_precision(options)
+    module, args = for_device(exported, options)
+    batch = torch.export.Dim("batch", min=1, max=options.max_batch_size)
+    program = torch.export.export(module, tuple(args),
+                                  dynamic_shapes=tuple({0: batch} for _ in args))
+    torch._inductor.aoti_compile_and_package(program, package_path=str(out))
+    return True
+
+
+class AotiRunner(TorchRunner):
+    def __init__(self, artifact: Path, options: Options):
+        super().__init__(options)
+        index = -1 if options.device_id is None else options.device_id
+        self.model = self.torch._inductor.aoti_load_package(str(artifact), device_index=index)
+
+
+def load(name: str, artifact: Path, options: Options) -> AotiRunner:
+    return AotiRunner(artifact, options)

@@ -1,0 +1,55 @@
+"""torch.compile at load time (the runner `torch-compile`): the exported program's module
+(torch.export, FP32, CPU) on the device, in FP16 for an FP16 configuration, compiled in
+the configuration's mode (`compile_mode`; reduce-overhead replays CUDA graphs).
+
+Batches are padded to power-of-two buckets (as the CUDA-graph runner's), so the dynamic
+batcher's batch sizes give a handful of shapes: the first call of each bucket compiles
+or records it (the warm-up of each step), later ones replay."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from .aoti import for_device
+from .base import Options
+from .cudagraph import buckets
+from .torchscript import TorchRunner
+
+
+class CompiledRunner(TorchRunner):
+    def __init__(self, artifact: Path, options: Options):
+        super().__init__(options)
+        import torch._dynamo
+
+        # one graph per bucket and mode at most; dynamic=None: a second shape makes the
+        # batch dimension symbolic, one recompile in all
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        module, _ = for_device(artifact, options)
+        self.model = torch.compile(module, mode=options.compile_mode)
+        self.mode = options.compile_mode
+        self.aliased = "reduce-overhead" in options.compile_mode
+        self.buckets = buckets(options.max_batch_size)
+        self.first_calls: dict[int, float] = {}  # bucket -> seconds of its first call
+
+    def _forward(self, tensors: list) -> tuple:
+        torch = self.torch
+        n = tensors[0].shape[0]
+        bucket = next(b for b in self.buckets if b >= n)
+        padded = [t if n == bucket else torch.cat([t, t.new_zeros((bucket - n, *t.shape[1:]))])
+                  for t in tensors]
+        first = bucket not in self.first_calls
+        start = time.perf_counter()
+        result = super()._forward(padded)
+        if first:  # compile or CUDA-graph recording: said where a server logs it
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.first_calls[bucket] = time.perf_counter() - start
+            print(f"torch.compile ({self.mode}): first call of batch bucket {bucket} took "
+                  f"{self.first_calls[bucket]:.1f} s", file=sys.stderr, flush=True)
+        return tuple(r[:n] for r in result)
+
+
+def load(name: str, artifact: Path, options: Options) -> CompiledRunner:
+    return CompiledRunner(artifact, options)

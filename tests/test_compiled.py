@@ -1,0 +1,84 @@
+"""The compiled PyTorch 2 backends (aoti, torch-compile) end to end on CPU: a real Snakemake
+run of the tiny TFT through torch.export, AOTInductor or torch.compile, the real Triton
+and perf_analyzer; and the refusal of a model torch.export cannot take."""
+
+import json
+import re
+import zipfile
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import check_measurements, snakemake
+from deploybench.runners.cudagraph import buckets
+from deploybench.steps.export import _torch_export
+
+AOTI = "results/tft-tiny/cpu/aoti_fp32"
+COMPILE = "results/tft-tiny/cpu/torch-compile_fp32"
+
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # a branch on a value: torch.export cannot trace it
+            return x * 2
+        return x
+
+
+def test_a_model_torch_export_cannot_take_is_refused_with_the_exporters_message():
+    with pytest.raises(ValueError) as refused:
+        _torch_export({"plugin": "toy"}, DataDependent(), (torch.ones(2, 3),))
+    message = str(refused.value)
+    assert message.startswith("model 'toy' cannot be exported with torch.export, which the "
+                              "backends aoti and torch-compile are built from")
+    assert "exporter said:" in message and str(refused.value.__cause__) in message
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    work = tmp_path_factory.mktemp("compiled")
+    snakemake(work, f"{AOTI}/README.md", f"{COMPILE}/README.md")
+    return work
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("run_dir", [AOTI, COMPILE])
+def test_compiled_backend_end_to_end(built, settings, run_dir):
+    run = built / run_dir
+    backend = run.name.split("_")[0]
+    spec = settings.run("tft-tiny", "cpu", backend, "fp32")
+    check = pd.read_csv(run / "conversion_check.csv")
+    assert check["passed"].all() and check["max_abs_error"].max() < 1e-4, check
+    accuracy = pd.read_csv(run / "accuracy.csv")
+    metrics = accuracy[accuracy["kind"] == "metric"]
+    assert (metrics["triton"] - metrics["source"]).abs().max() < 1e-4, metrics
+    check_measurements(run, spec["model"])
+    # both served from the one torch.export program the export step wrote
+    assert (built / "results/tft-tiny/export/torch-export/model.pt2").is_file()
+    readme = (run / "README.md").read_text()
+    assert "## Triton's own cost: an identity model" in readme
+
+
+@pytest.mark.e2e
+def test_aoti_package_is_compiled_by_the_convert_step(built):
+    package = built / AOTI / "converted/model.pt2"
+    with zipfile.ZipFile(package) as pt2:  # an AOTInductor package: a shared library inside
+        assert any(name.endswith(".so") for name in pt2.namelist()), pt2.namelist()
+    compile_s = pd.read_csv(built / AOTI / "benchmarks/convert_model.pt2.tsv", sep="\t")["s"]
+    assert len(compile_s) == 1 and compile_s[0] > 0  # the compile time, recorded
+
+
+@pytest.mark.e2e
+def test_torch_compile_reports_its_first_calls(built, settings):
+    run = built / COMPILE
+    spec = settings.run("tft-tiny", "cpu", "torch-compile", "fp32")["model"]
+    allowed = set(buckets(spec["triton"]["max_batch_size"]))
+    first = json.loads((run / "native.json").read_text())["first_call_s"]
+    wanted = {next(b for b in sorted(allowed) if b >= n) for n in spec["offline"]["batch_sizes"]}
+    assert {int(b) for b in first} == wanted and all(s > 0 for s in first.values()), first
+    # the served model compiles each bucket on its first call too, and says so in its log
+    said = re.findall(r"torch\.compile \((\S+)\): first call of batch bucket (\d+) took",
+                      (run / "logs/offline_server.log").read_text())
+    assert said and {mode for mode, _ in said} == {spec.get("compile_mode", "default")}
+    assert {int(b) for _, b in said} <= allowed
+    assert "First call of each batch size in-process" in (run / "README.md").read_text()
