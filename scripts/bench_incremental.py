@@ -72,7 +72,7 @@ C = "results/m{{model}}/c{{config}}"
 S = "results/m{{model}}/source"
 REPORTED = [C + f for f in ("/conversion_check.csv", "/accuracy.csv", "/offline.csv",
             "/online.csv", "/offline.json", "/online.json", "/plots/a.png", "/plots/b.png",
-            "/plots/c.png", "/native.csv")]
+            "/plots/c.png", "/native.csv", "/native.json", "/floor.csv")]
 rule all:
     input: [f"results/m{{m}}/c{{c}}/README.md" for m, c in KEYS]
 rule weights:
@@ -100,7 +100,11 @@ rule conversion_check:
     shell: "touch {{output}}"
 rule native:
     input: C + "/converted/model.onnx", S + "/eval.npz"
-    output: C + "/native.csv"
+    output: C + "/native.csv", C + "/native.json"
+    shell: "touch {{output}}"
+rule floor:
+    input: S + "/perf_data.json"
+    output: C + "/floor.csv", C + "/floor.json"
     shell: "touch {{output}}"
 rule model_repository:
     input: C + "/converted/model.onnx", C + "/conversion_check.csv"

@@ -22,10 +22,10 @@ def test_smoke_run_prints_consistent_job_counts():
                                  result.stdout, re.M)}
     configurations = len(Settings(main_config()).matrix())
     full, _ = rows["full plan"]
-    # per configuration: convert, conversion_check, native, model_repository, accuracy,
-    # offline, online, plots, configuration_report; per model: weights, data, eval set,
+    # per configuration: convert, conversion_check, native, floor, model_repository,
+    # accuracy, offline, online, plots, configuration_report; per model: weights, data, eval set,
     # perf data, and one export per format its configurations use
-    assert full > 9 * configurations
+    assert full > 10 * configurations
     assert rows["nothing changed"][0] == 0
     # a changed online sweep re-runs online, plots and the report of every configuration
     assert rows["tft-tiny: online concurrency list"][0] == 3 * configurations

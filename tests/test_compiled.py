@@ -4,13 +4,15 @@ and perf_analyzer; and the refusal of a model torch.export cannot take."""
 
 import json
 import re
+import subprocess
+import sys
 import zipfile
 
 import pandas as pd
 import pytest
 import torch
 
-from conftest import check_measurements, snakemake
+from conftest import ROOT, check_measurements, snakemake
 from deploybench.runners.cudagraph import buckets
 from deploybench.steps.export import _torch_export
 
@@ -82,3 +84,30 @@ def test_torch_compile_reports_its_first_calls(built, settings):
     assert said and {mode for mode, _ in said} == {spec.get("compile_mode", "default")}
     assert {int(b) for _, b in said} <= allowed
     assert "First call of each batch size in-process" in (run / "README.md").read_text()
+
+
+@pytest.mark.e2e
+def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
+    """scripts/bench_gpu_serving.py over these CPU results: its ratios are those of the
+    tables the pipeline wrote (served / native at the largest batch; batch 1 against
+    native + floor + 0.1 ms)."""
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_gpu_serving.py"),
+                             "--gpu", "cpu", "--results", str(built / "results")],
+                            capture_output=True, text=True, check=True)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in result.stdout.splitlines() if line.startswith("| tft-tiny/")}
+    assert set(rows) == {"tft-tiny/aoti_fp32", "tft-tiny/torch-compile_fp32"}, result.stdout
+    for name, (mode, batch, served, ratio, *_, bound) in rows.items():
+        run = built / "results" / name.replace("tft-tiny/", "tft-tiny/cpu/")
+        offline, native = pd.read_csv(run / "offline.csv"), pd.read_csv(run / "native.csv")
+        floor = pd.read_csv(run / "floor.csv")
+        top = offline[offline["Batch"] == int(batch)]["Inferences/Second"].iloc[0]
+        native_top = native[native["Batch"] == int(batch)]["Inferences/Second"].iloc[0]
+        assert mode == "system" and int(batch) == offline["Batch"].max()
+        assert int(served) == round(top)
+        assert float(ratio) == pytest.approx(top / native_top, rel=5e-3)  # 3 digits
+        expected = offline[offline["Batch"] == 1]["avg latency (ms)"].iloc[0] / (
+            native[native["Batch"] == 1]["median latency (ms)"].iloc[0]
+            + floor[floor["Batch"] == 1]["avg latency (ms)"].iloc[0] + 0.1)
+        assert float(bound) == pytest.approx(expected, rel=5e-3)
+    assert "served/native at max batch >= 0.90:" in result.stdout

@@ -250,6 +250,11 @@ class InterpretableMultiHeadAttention(nn.Module):
         return out, prob
 
 
+def _state(x: Tensor) -> Tensor:
+    """An LSTM state of one layer, [1, B, H]."""
+    return x.reshape(1, -1, x.shape[-1])
+
+
 class TemporalFusionTransformer(nn.Module):
     """forward(s_cat, s_cont, k_cat, k_cont, o_cat, o_cont, target), None for absent input
     groups -> quantile forecasts [B, example_length - encoder_length, n_quantiles].
@@ -292,13 +297,12 @@ class TemporalFusionTransformer(nn.Module):
         if t_observed is not None:
             past.insert(0, t_observed[:, :enc])
         historical_features, _ = self.history_vsn(torch.cat(past, dim=-2), cs)
-        # [1, B, H] initial states (written as a reshape, which torch.export keeps 3-D
-        # where it made unsqueeze(0) of the static context 4-D)
-        history, state = self.history_encoder(
-            historical_features, (ch.reshape(1, -1, ch.shape[-1]),
-                                  cc.reshape(1, -1, cc.shape[-1])))
+        # The LSTMs' states as [1, B, H], written as reshapes: torch.export's tracing makes
+        # unsqueeze(0) of the static context, and (torch 2.11) the encoder's returned
+        # states, 4-D, which the LSTM refuses; the values are the same.
+        history, (h, c) = self.history_encoder(historical_features, (_state(ch), _state(cc)))
         future_features, _ = self.future_vsn(t_known[:, enc:], cs)
-        future, _ = self.future_encoder(future_features, state)
+        future, _ = self.future_encoder(future_features, (_state(h), _state(c)))
 
         # Gated skip connection around the LSTM encoder-decoder.
         input_embedding = torch.cat([historical_features, future_features], dim=1)

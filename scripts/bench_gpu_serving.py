@@ -1,0 +1,97 @@
+"""Benchmark: GPU serving against its targets (issue 16), as ratios, from what the pipeline
+measured (offline.csv, native.csv, floor.csv of each configuration on one GPU key).
+
+For every configuration under results/<model>/<gpu>/ it prints, per shared-memory mode:
+- served inferences/second at the largest batch, and served/native there (against the
+  native column of the same data path: host I/O for system shared memory, device-resident
+  for CUDA shared memory); target >= 0.90;
+- batch 1: served average latency against native latency + the floor measured in the
+  same run (the identity model's average latency) + 0.1 ms; target ratio <= 1.00;
+and for the model named by --throughput-model its best served throughput at the largest
+batch against --throughput-target (TFT electricity FP16 on the H100: 150,000 inf/s).
+
+    python scripts/bench_gpu_serving.py [--gpu h100] [--results results]
+        [--throughput-model tft] [--throughput-target 150000]
+
+Run it after the pipeline has built the GPU configurations (scripts/offline_run.sh on the
+GPU machine); it measures nothing itself, so it can be re-read anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from deploybench.steps.report import markdown_table, served_vs_native  # noqa: E402
+from deploybench.tables import SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
+
+SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"
+LATENCY_SLACK_MS = 0.1  # the issue's allowance above native + floor at batch 1
+
+
+def configuration_rows(run: Path) -> list[dict]:
+    """One row per shared-memory mode of one configuration's measurements."""
+    ratio = served_vs_native(run / "offline.csv", run / "native.csv")
+    offline, native = read_perf(run / "offline.csv"), pd.read_csv(run / "native.csv")
+    floor = read_perf(run / "floor.csv") if (run / "floor.csv").is_file() else None
+    rows = []
+    for mode, by_mode in ratio.groupby(SHARED_MEMORY, sort=False):
+        top = by_mode[by_mode["Batch"] == by_mode["Batch"].max()].iloc[0]
+        row = {"configuration": f"{run.parent.parent.name}/{run.name}", "mode": mode,
+               "max batch": int(top["Batch"]), "served inf/s": round(top[SERVED]),
+               "served/native": round(top["served/native"], 3)}
+        one = offline[(offline["Batch"] == 1) & (offline[SHARED_MEMORY] == mode)]
+        native_one = native[native["Batch"] == 1]
+        floor_one = None if floor is None else floor[
+            (floor["Batch"] == 1) & (floor[SHARED_MEMORY] == mode)]
+        if len(one) and len(native_one) and floor_one is not None and len(floor_one):
+            served_ms = float(one["avg latency (ms)"].iloc[0])
+            column = ("device-resident median latency (ms)" if mode == "cuda"
+                      else "median latency (ms)")
+            native_ms = float(native_one[column].iloc[0])
+            floor_ms = float(floor_one["avg latency (ms)"].iloc[0])
+            bound = native_ms + floor_ms + LATENCY_SLACK_MS
+            row.update({"batch-1 served ms": round(served_ms, 3),
+                        "native ms": round(native_ms, 3), "floor ms": round(floor_ms, 3),
+                        "served / (native+floor+0.1)": round(served_ms / bound, 3)})
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu", default="h100")
+    parser.add_argument("--results", type=Path, default=ROOT / "results")
+    parser.add_argument("--throughput-model", default="tft")
+    parser.add_argument("--throughput-target", type=float, default=150_000)
+    args = parser.parse_args()
+
+    runs = sorted(p.parent for p in args.results.glob(f"*/{args.gpu}/*/floor.csv"))
+    if not runs:
+        sys.exit(f"no configuration with a floor.csv under {args.results}/*/{args.gpu}/: "
+                 "build them first (README: GPU runs)")
+    table = pd.DataFrame([row for run in runs for row in configuration_rows(run)])
+    print(markdown_table(table))
+    print(f"\nserved/native at max batch >= 0.90: "
+          f"{(table['served/native'] >= 0.9).sum()} of {len(table)} rows")
+    if "served / (native+floor+0.1)" in table:
+        met = (table["served / (native+floor+0.1)"] <= 1).sum()
+        print(f"batch-1 latency <= native + floor + 0.1 ms: {met} of {len(table)} rows")
+    mine = table[table["configuration"].str.startswith(f"{args.throughput_model}/")
+                 & table["configuration"].str.endswith("_fp16")]
+    if len(mine):
+        best = mine.loc[mine["served inf/s"].idxmax()]
+        print(f"{args.throughput_model} FP16 best served at max batch: "
+              f"{best['served inf/s']:,} inf/s ({best['configuration']}, {best['mode']}); "
+              f"/ target {args.throughput_target:,.0f}: "
+              f"{best['served inf/s'] / args.throughput_target:.3f}")
+
+
+if __name__ == "__main__":
+    main()
