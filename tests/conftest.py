@@ -119,8 +119,10 @@ def check_measurements(run: Path, config: dict) -> None:
     floor = pd.read_csv(run / "floor.csv")
     batches = config["offline"]["batch_sizes"]
     assert sorted(set(floor["Batch"])) == sorted({min(batches), max(batches)}), floor
+    # Little's law less the client's gap between requests, which a request this cheap
+    # makes a visible share of its cycle (5 % at ~1 ms on the CI machine): never above
     predicted = floor["Batch"] * floor["Concurrency"] / (floor["avg latency (ms)"] / 1e3)
-    assert ((floor["Inferences/Second"] / predicted - 1).abs() < 0.05).all(), floor
+    assert (floor["Inferences/Second"] / predicted).between(0.85, 1.02).all(), floor
     offline = pd.read_csv(run / "offline.csv")
     compute = "Server Compute Infer (ms)"
     for _, row in floor.iterrows():

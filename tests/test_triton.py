@@ -107,7 +107,8 @@ def test_a_retried_command_doubles_the_request_count():
                              http_url="127.0.0.1:8000")
     counts = []
     for attempt in (1, 2, 3):
-        cmd = perf_analyzer.command(run, "online", server, 1, 4, "data.json", "out.csv", attempt)
+        cmd = perf_analyzer.command(run, "online", server, perf_analyzer.Row(1, 4, "none"),
+                                    "data.json", "out.csv", attempt)
         counts.append(int(cmd[cmd.index("--measurement-request-count") + 1]))
     assert counts == [50, 100, 200]
 
@@ -172,7 +173,8 @@ def test_a_dead_server_is_reported_with_its_signal_and_not_retried(toy_repo, tmp
         os.kill(server._proc.pid, signal.SIGKILL)
         server._proc.wait()
         with open(log, "w") as f, pytest.raises(ServerError, match="killed by signal SIGKILL"):
-            perf_analyzer.measure(run, "offline", server, 1, 1, data, tmp_path, f)
+            perf_analyzer.measure(run, "offline", server, perf_analyzer.Row(1, 1, "system"),
+                                  data, tmp_path, f)
     assert "$ " not in log.read_text()  # no perf_analyzer run against the dead server
 
 
@@ -182,7 +184,8 @@ def _offline_command(server, batch: int, data, csv) -> list[str]:
     run = {**RUN, "model": {**RUN["model"], "offline": {"measurement_request_count": 200}},
            "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 3000,
                     "stability_percentage": 100, "max_trials": 10, "attempts": 1}}
-    return perf_analyzer.command(run, "offline", server, batch, 1, data, csv)
+    return perf_analyzer.command(run, "offline", server,
+                                 perf_analyzer.Row(batch, 1, "system"), data, csv)
 
 
 @pytest.mark.e2e
