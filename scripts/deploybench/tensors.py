@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-_NUMPY = {"BOOL": np.bool_, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-          "INT64": np.int64, "UINT8": np.uint8, "FP16": np.float16, "FP32": np.float32,
-          "FP64": np.float64}
+from .runners.base import NUMPY_DTYPES
 
 
 def numpy_dtype(triton_dtype: str):
-    return _NUMPY[triton_dtype]
+    return NUMPY_DTYPES[triton_dtype]
 
 
 def batched(infer, inputs: list[np.ndarray], batch_size: int) -> list[np.ndarray]:

@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Triton's data types as numpy's (the one table of them: deploybench.tensors reads it too).
+NUMPY_DTYPES = {"BOOL": np.bool_, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+                "INT64": np.int64, "UINT8": np.uint8, "FP16": np.float16,
+                "FP32": np.float32, "FP64": np.float64}
+
 
 class RunnerUnavailable(RuntimeError):
     """The engine a runner needs is not installed, or has no such device here."""

@@ -8,16 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Options, Runner
-
-_NUMPY = {"BOOL": np.bool_, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-          "INT64": np.int64, "UINT8": np.uint8, "FP16": np.float16, "FP32": np.float32,
-          "FP64": np.float64}
+from .base import NUMPY_DTYPES, Options, Runner
+from .torchscript import torch_dtype
 
 
 class IdentityRunner(Runner):
     def __init__(self, options: Options):
-        self.outputs = [(tuple(d), _NUMPY[t]) for d, t in
+        self.outputs = [(tuple(d), NUMPY_DTYPES[t]) for d, t in
                         zip(options.output_dims, options.output_dtypes)]
         self.device = None
         if options.device_id is not None:  # device tensors out, as a GPU runner gives
@@ -31,7 +28,7 @@ class IdentityRunner(Runner):
 
     def run_tensors(self, tensors: list) -> list:
         torch, n = self.torch, tensors[0].shape[0]
-        return [torch.zeros((n, *dims), dtype=torch.from_numpy(np.zeros(0, dtype)).dtype,
+        return [torch.zeros((n, *dims), dtype=torch_dtype(dtype),
                             device=self.device) for dims, dtype in self.outputs]
 
 

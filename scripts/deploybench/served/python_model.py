@@ -35,6 +35,7 @@ for _path in reversed([str(Path(__file__).parent),
 import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 from deploybench_runners import Options, load  # noqa: E402
+from deploybench_runners.torchscript import torch_dtype  # noqa: E402
 
 
 class TritonPythonModel:
@@ -79,8 +80,7 @@ class TritonPythonModel:
 
             self.torch = torch
             self.device = torch.device(f"cuda:{options.device_id}")
-            self.torch_dtypes = [torch.from_numpy(np.zeros(0, d)).dtype
-                                 for d in self.output_dtypes]
+            self.torch_dtypes = [torch_dtype(np.dtype(d)) for d in self.output_dtypes]
 
     def _phase(self, i: int, since: float) -> float:
         now = time.perf_counter()
