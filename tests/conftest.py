@@ -75,18 +75,25 @@ def perf_commands(log: Path) -> list[list[str]]:
     return [line[2:].split() for line in log.read_text().splitlines() if line.startswith("$ ")]
 
 
+def check_littles_law(table, what: str) -> None:
+    """Throughput = batch x concurrency / average latency, less the client's own time
+    between a response and its next request, which is outside the latency: a request of
+    1-2 ms on the 2-core CI machine loses up to ~5 % to it. Never above the law."""
+    predicted = table["Batch"] * table["Concurrency"] / (table["avg latency (ms)"] / 1e3)
+    ratio = table["Inferences/Second"] / predicted
+    assert ratio.between(0.85, 1.02).all(), (what, table, ratio)
+
+
 def check_measurements(run: Path, config: dict) -> None:
     """What the measuring steps of one configuration wrote is consistent with itself and
-    with what ran: every row obeys Little's law (throughput = batch x concurrency / average
-    latency), perf_analyzer really ran with each scenario's flags (from its log), and the
-    native rows are timings of at least ten iterations."""
+    with what ran: every row obeys Little's law (check_littles_law), perf_analyzer really
+    ran with each scenario's flags (from its log), the native rows are timings of at least
+    ten iterations, and the floor costs the server less than the model."""
     import pandas as pd
 
     for scenario in ("offline", "online"):
         table = pd.read_csv(run / f"{scenario}.csv")
-        predicted = table["Batch"] * table["Concurrency"] / (table["avg latency (ms)"] / 1e3)
-        deviation = (table["Inferences/Second"] / predicted - 1).abs()
-        assert (deviation < 0.05).all(), (scenario, table, deviation)
+        check_littles_law(table, scenario)
         commands = perf_commands(run / "logs" / f"{scenario}_perf_analyzer.log")
         ran = [(c[c.index("-b") + 1], c[c.index("--concurrency-range") + 1]) for c in commands]
         if scenario == "offline":
@@ -119,10 +126,7 @@ def check_measurements(run: Path, config: dict) -> None:
     floor = pd.read_csv(run / "floor.csv")
     batches = config["offline"]["batch_sizes"]
     assert sorted(set(floor["Batch"])) == sorted({min(batches), max(batches)}), floor
-    # Little's law less the client's gap between requests, which a request this cheap
-    # makes a visible share of its cycle (5 % at ~1 ms on the CI machine): never above
-    predicted = floor["Batch"] * floor["Concurrency"] / (floor["avg latency (ms)"] / 1e3)
-    assert (floor["Inferences/Second"] / predicted).between(0.85, 1.02).all(), floor
+    check_littles_law(floor, "floor")
     offline = pd.read_csv(run / "offline.csv")
     compute = "Server Compute Infer (ms)"
     for _, row in floor.iterrows():
