@@ -91,6 +91,8 @@ def check_measurements(run: Path, config: dict) -> None:
     ten iterations, and the floor costs the server less than the model."""
     import pandas as pd
 
+    from deploybench.config import shared_memory_modes
+
     for scenario in ("offline", "online"):
         table = pd.read_csv(run / f"{scenario}.csv")
         check_littles_law(table, scenario)
@@ -98,8 +100,7 @@ def check_measurements(run: Path, config: dict) -> None:
         ran = [(c[c.index("-b") + 1], c[c.index("--concurrency-range") + 1]) for c in commands]
         if scenario == "offline":
             wanted = [(str(b), "1:1") for b in config["offline"]["batch_sizes"]]
-            modes = config["offline"].get("shared_memory", "system")
-            modes = [modes] if isinstance(modes, str) else modes
+            modes = shared_memory_modes(config["offline"])
             wanted = [row for _ in modes for row in wanted]  # one sweep per mode
             used = [c[c.index("--shared-memory") + 1] for c in commands]
             assert list(dict.fromkeys(used)) == modes, used

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .base import Options, Runner, RunnerUnavailable
 
-__all__ = ["MODULES", "Options", "Runner", "RunnerUnavailable", "convert", "load"]
+__all__ = ["DEVICE_TENSORS", "MODULES", "Options", "Runner", "RunnerUnavailable", "convert", "load"]
 
 # Runner name (deploybench.backends.Backend.runner) -> the module that implements it.
 MODULES = {
@@ -33,6 +33,9 @@ MODULES = {
     "torch-compile": "torchcompile",
     "identity": "identity",  # zeros at no cost: the floor of serving (runners.identity)
 }
+# Runners that also take and give tensors in GPU memory (`run_tensors`): the served model
+# hands them CUDA shared memory inputs as they arrive.
+DEVICE_TENSORS = ("torch", "torch-cudagraph", "aoti", "torch-compile", "identity")
 
 
 def _module(name: str):

@@ -10,6 +10,18 @@ import tritonclient.grpc as grpcclient
 from ..tensors import batched
 
 
+def _request(model: dict, arrays: list[np.ndarray], served: list[str] | None) -> list:
+    """The request's input tensors: the arrays of the inputs named in `served` (all when
+    None), in the model's order."""
+    request = []
+    for spec, array in zip(model["inputs"], arrays):
+        if served is None or spec["name"] in served:
+            tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
+            tensor.set_data_from_numpy(np.ascontiguousarray(array))
+            request.append(tensor)
+    return request
+
+
 def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
               served: list[str] | None = None) -> list:
     """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch; only
@@ -19,14 +31,8 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
     wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
 
     def infer(arrays):
-        request = []
-        for spec, array in zip(model["inputs"], arrays):
-            if served is not None and spec["name"] not in served:
-                continue
-            tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
-            tensor.set_data_from_numpy(np.ascontiguousarray(array))
-            request.append(tensor)
-        result = client.infer(run["key"]["model"], request, outputs=wanted)
+        result = client.infer(run["key"]["model"], _request(model, arrays, served),
+                              outputs=wanted)
         return [result.as_numpy(t["name"]) for t in model["outputs"]]
 
     return batched(infer, inputs, batch_size)
@@ -38,12 +44,7 @@ def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
     so that every model instance runs, compiles or captures for that batch size before a
     measurement does."""
     client = grpcclient.InferenceServerClient(url)
-    tensors = []
-    for spec, array in zip(run["model"]["inputs"], inputs):
-        if spec["name"] in served:
-            tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
-            tensor.set_data_from_numpy(np.ascontiguousarray(array))
-            tensors.append(tensor)
+    tensors = _request(run["model"], inputs, served)
     done = queue.Queue()
     for _ in range(rounds):
         for _ in range(concurrency):

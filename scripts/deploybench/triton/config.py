@@ -15,9 +15,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-# Runners that take device tensors (deploybench.runners: run_tensors), served from GPU
-# memory when the client sends them there.
-TORCH_RUNNERS = ("torch", "torch-cudagraph", "aoti", "torch-compile", "identity")
+from ..runners import DEVICE_TENSORS
+
 # Tensors of a real Merlin HPS model (its backend's fixed names).
 HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT = "KEYS", "NUMKEYS", "OUTPUT0"
 
@@ -76,7 +75,7 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
         params = {"artifact": run["artifact"], "runner": runner, "precision": run["precision"]}
         if runner == "torch-compile":
             params["compile_mode"] = model.get("compile_mode", "default")
-        if run["gpu"]["kind"] == "gpu" and runner in TORCH_RUNNERS:
+        if run["gpu"]["kind"] == "gpu" and runner in DEVICE_TENSORS:
             # inputs stay where the client put them: in GPU memory with CUDA shared memory
             params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():
