@@ -1,30 +1,46 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (the device tool): unpack the offline bundle, build the
-# given targets within a time box (the next call goes on where it stopped, while the
-# machine is warm), and leave in $OUT what came of it: logs and the configurations'
-# results, without converted models and repositories.
+# given targets within a time box, and leave in $OUT what came of it: logs and the
+# configurations' results, without converted models and repositories.
 #   bash scripts/gpu_session.sh SECONDS TARGET...
+# The pipeline works in $DEPLOYBENCH_WORKDIR (default /tmp/deploybench-work), outside the
+# copied working tree, so that a call made while the machine is still warm goes on from
+# what the last one built. AFTER="command" runs a command in the bundle's environment once
+# the targets are built (e.g. scripts/bench_served_variants.py --directory "$work"), its
+# output in $OUT/after.txt.
 set -uo pipefail
 box=$1
 shift
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 DEPLOYBENCH_PROFILE_EVERY=500
+repo=$PWD
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 \
+    DEPLOYBENCH_PROFILE_EVERY=500
 out=${OUT:-/tmp/out}
-mkdir -p "$out"
+work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
+mkdir -p "$out" "$work"
 dest=${DEPLOYBENCH_OFFLINE_DIR:-/tmp/deploybench-offline}
 [ -d "$dest/site" ] || { mkdir -p "$dest" && tar -xJf .pack/offline-py3.12.tar.xz -C "$dest"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$out/gpu.txt"
 if [ -n "${GPU_TESTS:-}" ]; then  # the GPU runners' tests first (GPU_TESTS=1)
-    PYTHONPATH="$dest/site:$PWD/scripts" timeout 240 python3 -m pytest -q -p no:cacheprovider \
+    PYTHONPATH="$dest/site:$repo/scripts" timeout 240 python3 -m pytest -q -p no:cacheprovider \
         tests/test_gpu_runners.py >"$out/gpu_runners.log" 2>&1
     tail -3 "$out/gpu_runners.log"
 fi
 timeout "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
-    --configfile config/runs/h100.yaml -c16 --keep-going --rerun-incomplete "$@" \
+    --snakefile "$repo/Snakefile" --directory "$work" \
+    --configfile "$repo/config/runs/h100.yaml" -c16 --keep-going --rerun-incomplete "$@" \
     >"$out/snakemake.log" 2>&1
 echo "snakemake exit: $?"
 grep -E "Finished jobid|Error in rule|error:" "$out/snakemake.log" | tail -25
-tar czf "$out/results.tgz" --exclude=converted --exclude=model_repository \
-    --exclude='*/export' --exclude='*/source' results/*/h100 2>/dev/null
+if [ -n "${AFTER:-}" ]; then
+    (export PYTHONPATH="$dest/site:$repo/scripts" PATH="$dest/bin:$PATH" \
+        DEPLOYBENCH_SERVER_PYTHONPATH="$dest/stub-site" \
+        DEPLOYBENCH_SHM_SHIM="$dest/bin/libdeploybench_shm.so" work="$work" && eval "$AFTER") \
+        >"$out/after.txt" 2>&1
+    echo "after exit: $?"
+    tail -30 "$out/after.txt"
+fi
+(cd "$work" && tar czf "$out/results.tgz" --exclude=converted --exclude=model_repository \
+    --exclude='*/export' --exclude='*/source' --exclude='.*-work' results/*/h100 2>/dev/null)
 ls -la "$out"

@@ -186,3 +186,18 @@ def test_cuda_shared_memory_is_refused_on_the_cpu_key(tmp_path):
     rows = perf_analyzer.sweep(run, "offline")
     assert [(r.batch, r.shared_memory) for r in rows] == [
         (b, mode) for mode in ("system", "cuda") for b in run["model"]["offline"]["batch_sizes"]]
+
+
+def test_server_settings_take_only_memory_options(tmp_path):
+    """triton.server holds memory options only: a flag that would reopen what the pipeline
+    restricts (model control, addresses) cannot be written there."""
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    model["triton"]["server"] = {"model_control_mode": "explicit"}
+    (tmp_path / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
+    with pytest.raises(ConfigError, match="model_control_mode"):
+        Settings(main_config(models_dir=str(tmp_path))).run("tft-tiny", "cpu", "onnx", "fp32")
+    model["triton"]["server"] = {"pinned_memory_pool_byte_size": 1 << 20}
+    (tmp_path / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
+    run = Settings(main_config(models_dir=str(tmp_path))).run("tft-tiny", "cpu", "onnx", "fp32")
+    assert step_spec(run, "offline")["model"]["triton"]["server"] == {
+        "pinned_memory_pool_byte_size": 1 << 20}  # a measurement re-runs when it changes

@@ -2,6 +2,7 @@
 dynamic batcher, a dead server, private shared memory."""
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,7 +18,7 @@ import torch
 from deploybench.triton import config as triton_config
 from deploybench.triton import install, repository
 from deploybench.triton.client import infer_all
-from deploybench.triton.server import ServerError, TritonServer
+from deploybench.triton.server import ServerError, TritonServer, server_flags
 
 RUN = {
     "key": {"model": "toy"},
@@ -92,6 +93,21 @@ def test_a_model_that_fails_to_load_reports_the_servers_reason(toy_repo):
         with TritonServer(install.prepare(), broken.parent, work / "broken.log", "toy"):
             pass
     assert "INVALID_PROTOBUF" in str(failed.value)  # ONNX Runtime's own reason, from the log
+
+
+@pytest.mark.e2e
+def test_a_models_memory_settings_reach_the_server(toy_repo):
+    work, _ = toy_repo
+    flags = server_flags({"pinned_memory_pool_byte_size": 12345678,
+                          "python_shm_default_byte_size": 3 << 20})
+    with TritonServer(install.prepare(), work / "repo", work / "flags.log", "toy",
+                      flags=flags):
+        pass
+    log = (work / "flags.log").read_text()
+    assert re.search(r"pinned_memory_pool_byte_size\s*\|\s*12345678\b", log)
+    assert '"shm-default-byte-size":"3145728"' in log  # the python backend's config
+    with pytest.raises(ValueError, match="unknown triton.server setting.*model_control_mode"):
+        server_flags({"model_control_mode": "explicit"})
 
 
 def test_a_retried_command_doubles_the_request_count():

@@ -14,7 +14,7 @@ import tritonclient.http as httpclient
 from . import artifacts, device, locks, provenance
 from .triton import config as triton_config
 from .triton import install
-from .triton.server import TritonServer
+from .triton.server import TritonServer, server_flags
 
 
 def archive(*paths: Path) -> None:
@@ -42,10 +42,14 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
                                          on_cpu)
         with TritonServer(triton, served_repo, server_log, run["key"]["model"],
                           ports=cfg["ports"], start_timeout_s=cfg["start_timeout_s"],
-                          load_timeout_s=cfg["load_timeout_s"]) as server:
+                          load_timeout_s=cfg["load_timeout_s"],
+                          flags=server_flags(  # memory options: none change a result
+                              run["model"].get("triton", {}).get("server", {}))) as server:
             meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
             described = {**triton.describe(),
                          "served_by": triton_config.served_by(triton_config.read(config_pbtxt))}
+            if server.flags:
+                described["server_flags"] = list(server.flags)
             parts = artifacts.served_parts(repo, config_pbtxt)
             if parts:
                 described["ensemble_parts"] = parts

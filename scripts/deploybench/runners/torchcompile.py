@@ -4,7 +4,9 @@ the configuration's mode (`compile_mode`; reduce-overhead replays CUDA graphs).
 
 Batches are padded to power-of-two buckets (as the CUDA-graph runner's), so the dynamic
 batcher's batch sizes give a handful of shapes: the first call compiles, the first call of
-each bucket records its CUDA graph (the warm-up of each step), later ones replay."""
+each bucket records its CUDA graph (the warm-up of each step), later ones replay. A batch
+of one is padded to two: torch.compile specialises a dimension of size 1, so batch 1 would
+compile a second graph (on an H100, TFT: ~40 s in every process that serves it)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,11 @@ from .aoti import for_device
 from .base import Options
 from .cudagraph import buckets
 from .torchscript import TorchRunner
+
+
+def compiled_buckets(max_batch_size: int) -> list[int]:
+    """The CUDA-graph runner's buckets without 1 (a batch of one runs padded to two)."""
+    return [b for b in buckets(max_batch_size) if b > 1] or [1]
 
 
 class CompiledRunner(TorchRunner):
@@ -32,7 +39,7 @@ class CompiledRunner(TorchRunner):
         self.model = torch.compile(module, mode=options.compile_mode, dynamic=True)
         self.mode = options.compile_mode
         self.aliased = "reduce-overhead" in options.compile_mode
-        self.buckets = buckets(options.max_batch_size)
+        self.buckets = compiled_buckets(options.max_batch_size)
         self.first_calls: dict[int, float] = {}  # bucket -> seconds of its first call
 
     def _forward(self, tensors: list) -> tuple:

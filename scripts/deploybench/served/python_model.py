@@ -8,7 +8,9 @@ in the version folder), `runner` (a name of deploybench.runners.MODULES), `preci
 Two data paths: inputs in host memory (HTTP, system shared memory) go through numpy and
 outputs come back as numpy arrays; inputs Triton hands over in GPU memory (CUDA shared
 memory, with FORCE_CPU_ONLY_INPUT_TENSORS off) are taken through DLPack by a torch runner,
-which leaves its outputs on the GPU for Triton to copy to the client's region.
+which leaves its outputs on the GPU for Triton to copy to the client's region, or, with the
+parameter `output_memory: cpu`, copies them to host memory first (the python backend moves a
+GPU output through a second round trip with the stub and two synchronised copies).
 """
 
 import json
@@ -81,6 +83,7 @@ class TritonPythonModel:
             self.torch = torch
             self.device = torch.device(f"cuda:{options.device_id}")
             self.torch_dtypes = [torch_dtype(np.dtype(d)) for d in self.output_dtypes]
+            self.host_outputs = params.get("output_memory", "gpu") == "cpu"
 
     def _phase(self, i: int, since: float) -> float:
         now = time.perf_counter()
@@ -109,6 +112,11 @@ class TritonPythonModel:
         t = self._phase(0, t)
         outputs = self.runner(batch)
         t = self._phase(1, t)
+        responses = self._host_responses(sizes, outputs)
+        self._phase(2, t)
+        return self._profiled(responses)
+
+    def _host_responses(self, sizes: list[int], outputs: list[np.ndarray]) -> list:
         responses, start = [], 0
         for size in sizes:
             tensors = [
@@ -117,8 +125,7 @@ class TritonPythonModel:
             ]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
             start += size
-        self._phase(2, t)
-        return self._profiled(responses)
+        return responses
 
     def _execute_on_device(self, per_request, t: float):
         """Inputs in GPU memory through DLPack, outputs left on the GPU (no host copy)."""
@@ -130,6 +137,12 @@ class TritonPythonModel:
         t = self._phase(0, t)
         outputs = [out.to(dtype) for out, dtype in
                    zip(self.runner.run_tensors(batch), self.torch_dtypes)]
+        if self.host_outputs:
+            outputs = [out.cpu().numpy() for out in outputs]
+            t = self._phase(1, t)
+            responses = self._host_responses(sizes, outputs)
+            self._phase(2, t)
+            return responses
         torch.cuda.synchronize(self.device)  # Triton reads the outputs after we return
         t = self._phase(1, t)
         responses, start = [], 0

@@ -39,6 +39,23 @@ from .install import Install
 HPS_PS_CONFIG = "sparse.json"  # beside a Merlin HPS model's config.pbtxt
 ADMIN_HEADER = "deploybench-admin"
 RESTRICTED = "model-repository,trace,logging"
+# A model's `triton.server` settings as tritonserver flags: memory options only, so that no
+# setting can reopen what the command line restricts.
+SERVER_FLAGS = {
+    "pinned_memory_pool_byte_size": "--pinned-memory-pool-byte-size={}",
+    "cuda_memory_pool_byte_size": "--cuda-memory-pool-byte-size=0:{}",
+    "python_shm_default_byte_size": "--backend-config=python,shm-default-byte-size={}",
+    "python_shm_growth_byte_size": "--backend-config=python,shm-growth-byte-size={}",
+}
+
+
+def server_flags(settings: dict) -> list[str]:
+    """The flags of a model's `triton.server` settings (validated by the model schema)."""
+    unknown = set(settings) - set(SERVER_FLAGS)
+    if unknown:
+        raise ValueError(f"unknown triton.server setting(s) {', '.join(sorted(unknown))}; "
+                         f"valid: {', '.join(SERVER_FLAGS)}")
+    return [SERVER_FLAGS[k].format(int(v)) for k, v in sorted(settings.items())]
 SHM_DIR = Path("/dev/shm")
 _SHM_PREFIX = re.compile(r"^deploybench-(\d+)-[0-9a-f]+-")
 
@@ -124,6 +141,7 @@ class TritonServer:
         ports: dict | str = "auto",
         start_timeout_s: float = 60.0,
         load_timeout_s: float = 300.0,
+        flags: tuple[str, ...] = (),
     ):
         self.install = install
         self.repository = Path(repository).resolve()
@@ -132,6 +150,7 @@ class TritonServer:
         self.ports = choose_ports(ports)
         self.start_timeout_s = start_timeout_s
         self.load_timeout_s = load_timeout_s
+        self.flags = tuple(flags)  # server_flags() of the served model's settings
         self.admin_key = secrets.token_urlsafe(24)
         self.env = dict(install.env)
         self.shm_prefix = None
@@ -190,6 +209,7 @@ class TritonServer:
             f"--http-restricted-api={restricted}",
             f"--grpc-restricted-protocol={restricted}",
             "--log-verbose=0",
+            *self.flags,
         )
 
     def log_tail(self, lines: int = 30) -> str:
