@@ -132,6 +132,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--directory", type=Path, default=Path.cwd(),
                         help="the pipeline's working directory (default: here)")
+    parser.add_argument("--csv", type=Path, help="also write the table there")
     args = parser.parse_args()
     spec = run_spec(args.configfile, tuple(args.key))
     folder = args.directory / layout.fill(layout.CONFIGURATION, **spec["key"])
@@ -159,6 +160,8 @@ def main() -> None:
         for _, row in table.iterrows()]
     print(" ".join(args.key))
     print(table.round(3).to_string(index=False))
+    if args.csv:
+        table.round(4).to_csv(args.csv, index=False)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ run of the tiny TFT through torch.export, AOTInductor or torch.compile, the real
 and perf_analyzer; and the refusal of a model torch.export cannot take."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -111,3 +112,35 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
             + floor[floor["Batch"] == 1]["avg latency (ms)"].iloc[0] + 0.1)
         assert float(bound) == pytest.approx(expected, rel=5e-3)
     assert "served/native at max batch >= 0.90:" in result.stdout
+
+
+@pytest.mark.e2e
+def test_served_variants_benchmark_applies_each_variant(built, tmp_path):
+    """scripts/bench_served_variants.py on the built aoti configuration: each variant is
+    served as asked (a second instance, the python backend's shared memory), and its rows
+    are consistent: the model's own run time inside the server's compute time inside the
+    request's latency, and throughput = batch / latency."""
+    out = tmp_path / "out"
+    table_csv = tmp_path / "variants.csv"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts/bench_served_variants.py"),
+         "tft-tiny", "cpu", "aoti", "fp32", "--configfile", str(ROOT / "tests/config/tiny.yaml"),
+         "--directory", str(built), "--batches", "1", "4", "--csv", str(table_csv),
+         "--variant", "instances=2", "--variant", "server:python_shm_default_byte_size=4194304"],
+        check=True, capture_output=True, text=True, env={**os.environ, "OUT": str(out)})
+    table = pd.read_csv(table_csv)
+    assert set(zip(table["variant"], table["batch"])) == {
+        (v, b) for v in ("as-built", "instances=2", "server:python_shm_default_byte_size=4194304")
+        for b in (1, 4)}
+    assert (table["model run ms"] < table["server compute ms"]).all(), table
+    assert (table["server compute ms"] < table["avg ms"]).all(), table
+    law = table["inf/s"] / (table["batch"] * 1e3 / table["avg ms"])
+    assert law.between(0.85, 1.02).all(), table.assign(law=law)
+    base = table[table["variant"] == "as-built"].set_index("batch")["avg ms"]
+    assert table["latency / as-built"].tolist() == pytest.approx(
+        (table["avg ms"] / table["batch"].map(base)).tolist(), rel=1e-3)
+    logs = out / "variants-logs"
+    assert "tft-tiny_0_1" in (logs / "instances-2" / "server.log").read_text()
+    assert "tft-tiny_0_1" not in (logs / "as-built" / "server.log").read_text()
+    assert '"shm-default-byte-size":"4194304"' in (
+        logs / "server_python_shm_default_byte_size-4194304" / "server.log").read_text()
