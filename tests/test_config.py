@@ -201,3 +201,16 @@ def test_server_settings_take_only_memory_options(tmp_path):
     run = Settings(main_config(models_dir=str(tmp_path))).run("tft-tiny", "cpu", "onnx", "fp32")
     assert step_spec(run, "offline")["model"]["triton"]["server"] == {
         "pinned_memory_pool_byte_size": 1 << 20}  # a measurement re-runs when it changes
+
+
+@pytest.mark.parametrize("model", ["dlrm", "dcnv2"])
+def test_recommenders_servers_take_the_seeds_memory_pools(model):
+    """Seed 003's deploy command: --pinned-memory-pool-byte-size=4000000000
+    --cuda-memory-pool-byte-size=0:2000000000, on a GPU; the CPU key keeps the defaults."""
+    from deploybench.triton.server import server_flags
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    gpu = settings.run(model, "a30", "trt", "fp16")["model"]["triton"]
+    assert server_flags(gpu["server"]) == ["--cuda-memory-pool-byte-size=0:2000000000",
+                                           "--pinned-memory-pool-byte-size=4000000000"]
+    assert "server" not in settings.run(model, "cpu", "onnx", "fp32")["model"]["triton"]
