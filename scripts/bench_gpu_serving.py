@@ -35,7 +35,7 @@ SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"
 LATENCY_SLACK_MS = 0.1  # the issue's allowance above native + floor at batch 1
 
 
-def configuration_rows(run: Path) -> list[dict]:
+def configuration_rows(run: Path, name: str) -> list[dict]:
     """One row per shared-memory mode of one configuration's measurements."""
     ratio = served_vs_native(run / "offline.csv", run / "native.csv")
     offline, native = read_perf(run / "offline.csv"), pd.read_csv(run / "native.csv")
@@ -43,7 +43,7 @@ def configuration_rows(run: Path) -> list[dict]:
     rows = []
     for mode, by_mode in ratio.groupby(SHARED_MEMORY, sort=False):
         top = by_mode[by_mode["Batch"] == by_mode["Batch"].max()].iloc[0]
-        row = {"configuration": f"{run.parent.parent.name}/{run.name}", "mode": mode,
+        row = {"configuration": name, "mode": mode,
                "max batch": int(top["Batch"]), "served inf/s": round(top[SERVED]),
                "served/native": round(top["served/native"], 3)}
         one = offline[(offline["Batch"] == 1) & (offline[SHARED_MEMORY] == mode)]
@@ -72,11 +72,18 @@ def main() -> None:
     parser.add_argument("--throughput-target", type=float, default=150_000)
     args = parser.parse_args()
 
-    runs = sorted(p.parent for p in args.results.glob(f"*/{args.gpu}/*/floor.csv"))
+    # a configuration's folder, or one inside a dated set of measurements beside them
+    # (results/<model>/<gpu>/<set>/<configuration>/, committed from lent machines)
+    runs = sorted(p.parent for pattern in (f"*/{args.gpu}/*/floor.csv",
+                                           f"*/{args.gpu}/*/*/floor.csv")
+                  for p in args.results.glob(pattern)
+                  if all((p.parent / f).is_file() for f in ("offline.csv", "native.csv")))
     if not runs:
-        sys.exit(f"no configuration with a floor.csv under {args.results}/*/{args.gpu}/: "
-                 "build them first (README: GPU runs)")
-    table = pd.DataFrame([row for run in runs for row in configuration_rows(run)])
+        sys.exit(f"no configuration with floor.csv, offline.csv and native.csv under "
+                 f"{args.results}/*/{args.gpu}/: build them first (README: GPU runs)")
+    table = pd.DataFrame([
+        row for run in runs for row in configuration_rows(
+            run, "/".join(p for p in run.relative_to(args.results).parts if p != args.gpu))])
     print(markdown_table(table))
     print(f"\nserved/native at max batch >= 0.90: "
           f"{(table['served/native'] >= 0.9).sum()} of {len(table)} rows")
