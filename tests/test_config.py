@@ -214,3 +214,27 @@ def test_recommenders_servers_take_the_seeds_memory_pools(model):
     assert server_flags(gpu["server"]) == ["--cuda-memory-pool-byte-size=0:2000000000",
                                            "--pinned-memory-pool-byte-size=4000000000"]
     assert "server" not in settings.run(model, "cpu", "onnx", "fp32")["model"]["triton"]
+
+
+@pytest.mark.parametrize(("model", "backend", "triton_backend", "seed_bytes", "graphs"), [
+    ("tft", "trt", "tensorrt", 10_000_000_000, True),  # seed 002: 10 GB, capture graphs
+    ("tft-traffic", "trt", "tensorrt", 10_000_000_000, True),
+    ("bert", "ort-trt", "onnxruntime", 8_589_934_592, False),  # seed 004: 8 GiB
+    ("widedeep", "trt", "tensorrt", 8_589_934_592, True),  # seed 000: 8 GiB, graphs
+])
+def test_tensorrt_settings_follow_the_seeds_deploy_commands(model, backend, triton_backend,
+                                                            seed_bytes, graphs):
+    from deploybench.single import options
+    from deploybench.triton import config as triton_config
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    run = settings.run(model, "a30", backend, "fp16")
+    workspace = options(run).workspace_mb << 20  # what the engine build gets
+    assert 0 <= workspace - seed_bytes < 1 << 20
+    config = triton_config.model_config(model, run, triton_backend)
+    assert config.optimization.cuda.graphs is graphs
+    if backend == "ort-trt":  # the accelerator's own workspace
+        accel = config.optimization.execution_accelerators.gpu_execution_accelerator[0]
+        assert int(accel.parameters["max_workspace_size_bytes"]) == workspace
+    if model == "widedeep":  # the seed leaves the dynamic batcher's delay at Triton's 0
+        assert config.dynamic_batching.max_queue_delay_microseconds == 0

@@ -34,7 +34,7 @@ def options(run: dict) -> runners.Options:
         output_dims=tuple(tuple(t["dims"]) for t in model["outputs"]),
         output_dtypes=tuple(t["dtype"] for t in model["outputs"]),
         opt_batch_size=max(triton.get("preferred_batch_sizes", [max_batch])),
-        workspace_mb=triton.get("trt_workspace_mb", 1024),
+        workspace_mb=triton.get("trt_workspace_mb", runners.Options.workspace_mb),
         compile_mode=model.get("compile_mode", "default"),
     )
 

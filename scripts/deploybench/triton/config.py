@@ -15,7 +15,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ..runners import DEVICE_TENSORS
+from ..runners import DEVICE_TENSORS, Options
 
 # Tensors of a real Merlin HPS model (its backend's fixed names).
 HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT = "KEYS", "NUMKEYS", "OUTPUT0"
@@ -125,7 +125,7 @@ def _tensorrt_accelerator(config: mc.ModelConfig, run: dict) -> None:
     accel.name = "tensorrt"
     accel.parameters["precision_mode"] = run["precision"].upper()
     accel.parameters["max_workspace_size_bytes"] = str(
-        run["model"]["triton"].get("trt_workspace_mb", 1024) << 20)
+        run["model"]["triton"].get("trt_workspace_mb", Options.workspace_mb) << 20)
 
 
 # ---- a recommender ensemble (deploybench.ensemble) ----------------------------------
