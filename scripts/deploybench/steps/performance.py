@@ -79,7 +79,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         inputs = _warmup_inputs(data_json, spec)
         # Warm-up: each batch size on every instance at once, twice, so that no instance
         # compiles or captures a CUDA graph for it inside a measurement window.
-        for batch in sorted({row.batch for row in sweep}):
+        for batch in _warm_up_batches(spec, scenario, sweep):
             warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
                     names, spec["model"]["triton"]["instances"])
         for row in sweep:
@@ -102,6 +102,19 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         tmp_json.write_text(json.dumps(report, indent=2))
     serving.archive(out_csv, out_json)
     print(table.to_string(index=False))
+
+
+def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:
+    """The measured batch sizes; online also every power of two from the request's batch
+    up to the max batch size, the batches (and padded buckets) the dynamic batcher can
+    form: a bucket's first call inside a window compiles or records a graph there (on an
+    H100, torch-compile's first batch of 128 took 118 s and the level never stabilised)."""
+    batches = {row.batch for row in sweep}
+    if scenario == "online":
+        top = spec["model"]["triton"]["max_batch_size"]
+        batches |= {b for b in (2**i for i in range(top.bit_length() + 1))
+                    if min(batches) < b < top} | {top}
+    return sorted(batches)
 
 
 def _served_data(data_json: Path, names: list[str], work: Path) -> Path:
