@@ -37,14 +37,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from deploybench import layout, serving  # noqa: E402
+from deploybench import layout  # noqa: E402
 from deploybench.config import Settings, deep_merge  # noqa: E402
-from deploybench.steps.performance import _served_data, _warmup_inputs  # noqa: E402
+from deploybench.steps.performance import warmed_server  # noqa: E402
 from deploybench.tables import THROUGHPUT  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
 from deploybench.triton import perf_analyzer  # noqa: E402
 from deploybench.triton import repository as triton_repository  # noqa: E402
-from deploybench.triton.client import warm_up  # noqa: E402
 
 PROFILE_EVERY = 200
 PROFILE = re.compile(r"deploybench profile: .*inputs ([\d.]+), run ([\d.]+), outputs ([\d.]+)")
@@ -91,17 +90,12 @@ def measure(spec: dict, repository: Path, variant: str, rows: list, perf_data: P
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     server_log = work / "server.log"
+    instances = triton_config.read(config_pbtxt).instance_group[0].count
     results = []
     try:
         with open(work / "perf_analyzer.log", "w") as log, \
-                serving.served(spec, config_pbtxt, server_log, static_batching=True) as (server, _):
-            names = triton_config.served_inputs(config_pbtxt)
-            data_json = _served_data(perf_data, names, work)
-            inputs = _warmup_inputs(data_json, spec)
-            instances = triton_config.read(config_pbtxt).instance_group[0].count
-            for batch in sorted({row.batch for row in rows}):
-                warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
-                        names, instances)
+                warmed_server(spec, "offline", config_pbtxt, rows, perf_data, server_log, work,
+                              instances) as (server, _, data_json):
             for row in rows:
                 mark = len(server_log.read_text(errors="replace"))
                 measured = perf_analyzer.measure(spec, "offline", server, row, data_json,

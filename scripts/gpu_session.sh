@@ -18,12 +18,11 @@ export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 \
 out=${OUT:-/tmp/out}
 work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
 mkdir -p "$out" "$work"
-dest=${DEPLOYBENCH_OFFLINE_DIR:-/tmp/deploybench-offline}
-[ -d "$dest/site" ] || { mkdir -p "$dest" && tar -xJf .pack/offline-py3.12.tar.xz -C "$dest"; }
+. scripts/offline_env.sh .pack/offline-py3.12.tar.xz
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$out/gpu.txt"
 if [ -n "${GPU_TESTS:-}" ]; then  # the GPU runners' tests first (GPU_TESTS=1)
-    PYTHONPATH="$dest/site:$repo/scripts" timeout 240 python3 -m pytest -q -p no:cacheprovider \
+    timeout 240 python3 -m pytest -q -p no:cacheprovider \
         tests/test_gpu_runners.py >"$out/gpu_runners.log" 2>&1
     tail -3 "$out/gpu_runners.log"
 fi
@@ -34,10 +33,7 @@ timeout "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
 echo "snakemake exit: $?"
 grep -E "Finished jobid|Error in rule|error:" "$out/snakemake.log" | tail -25
 if [ -n "${AFTER:-}" ]; then
-    (export PYTHONPATH="$dest/site:$repo/scripts" PATH="$dest/bin:$PATH" \
-        DEPLOYBENCH_SERVER_PYTHONPATH="$dest/stub-site" \
-        DEPLOYBENCH_SHM_SHIM="$dest/bin/libdeploybench_shm.so" work="$work" && eval "$AFTER") \
-        >"$out/after.txt" 2>&1
+    (export work && eval "$AFTER") >"$out/after.txt" 2>&1
     echo "after exit: $?"
     tail -30 "$out/after.txt"
 fi

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -72,16 +74,8 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
     config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
     rows = []
     with open(perf_log, "w") as log, \
-            serving.served(spec, config_pbtxt, server_log,
-                           static_batching=scenario == "offline") as (server, prov):
-        names = triton_config.served_inputs(config_pbtxt)
-        data_json = _served_data(perf_data, names, work)
-        inputs = _warmup_inputs(data_json, spec)
-        # Warm-up: each batch size on every instance at once, twice, so that no instance
-        # compiles or captures a CUDA graph for it inside a measurement window.
-        for batch in _warm_up_batches(spec, scenario, sweep):
-            warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
-                    names, spec["model"]["triton"]["instances"])
+            warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
+                          work) as (server, prov, data_json):
         for row in sweep:
             rows.append(perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log))
@@ -102,6 +96,25 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         tmp_json.write_text(json.dumps(report, indent=2))
     serving.archive(out_csv, out_json)
     print(table.to_string(index=False))
+
+
+@contextmanager
+def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
+                  perf_data: Path, server_log: Path, work: Path,
+                  instances: int | None = None) -> Iterator[tuple]:
+    """The configuration's model served as the scenario measures it, every batch the sweep
+    can send (or the dynamic batcher form) warmed up on every instance at once, twice, so
+    that no instance compiles or captures a CUDA graph inside a measurement window. Yields
+    the server, its provenance and the perf data narrowed to the served inputs."""
+    with serving.served(spec, config_pbtxt, server_log,
+                        static_batching=scenario == "offline") as (server, prov):
+        names = triton_config.served_inputs(config_pbtxt)
+        data_json = _served_data(perf_data, names, work)
+        inputs = _warmup_inputs(data_json, spec)
+        for batch in _warm_up_batches(spec, scenario, sweep):
+            warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
+                    names, instances or spec["model"]["triton"]["instances"])
+        yield server, prov, data_json
 
 
 def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:
