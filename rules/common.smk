@@ -100,10 +100,14 @@ def cluster_resources(step):
 
 
 @lru_cache(maxsize=None)
-def _export_spec(model, dense):
-    """The export's settings; a dense part's export also reads the ensemble's tensors."""
+def _export_spec(model, dense, formats=False):
+    """The source's settings; a dense part's export also reads the ensemble's tensors, the
+    export step the formats' own settings (`export`: the ONNX opset)."""
     settings = SETTINGS.split_export_settings if dense else SETTINGS.export_settings
-    return json.dumps(settings(model), sort_keys=True)
+    spec = settings(model)
+    if formats:
+        spec["export"] = SETTINGS.models[model].get("export", {})
+    return json.dumps(spec, sort_keys=True)
 
 
 def export_spec(w):
@@ -115,7 +119,7 @@ def split_export_spec(w):
 
 
 def any_export_spec(w, output):
-    return _export_spec(w.model, Path(output[0]).parent.name.startswith("dense-"))
+    return _export_spec(w.model, Path(output[0]).parent.name.startswith("dense-"), True)
 
 
 @lru_cache(maxsize=None)

@@ -21,6 +21,12 @@ def main_config(**overrides) -> dict:
     return deep_merge(config, overrides)
 
 
+def seed_opset(model: str) -> int:
+    """The ONNX opset a model's seed exported with (its config's export.onnx_opset)."""
+    config = yaml.safe_load((ROOT / "config" / "models" / f"{model}.yaml").read_text())
+    return config["export"]["onnx_opset"]
+
+
 def snakemake(workdir: Path, *args: str, check: bool = True,
               profile: str | None = None) -> subprocess.CompletedProcess:
     """Run the real snakemake on the repository's Snakefile with the tiny config, locally
@@ -70,9 +76,16 @@ def needs(module: str):
         pytest.skip(f"'{module}' is not installed", allow_module_level=True)
 
 
-def perf_commands(log: Path) -> list[list[str]]:
-    """The perf_analyzer command lines a measuring step ran, from its log."""
-    return [line[2:].split() for line in log.read_text().splitlines() if line.startswith("$ ")]
+def perf_commands(log: Path, warm_up: bool = False) -> list[list[str]]:
+    """The perf_analyzer command lines a measuring step ran, from its log (or those of its
+    discarded warm-up)."""
+    mark = "[warm-up, discarded] $ " if warm_up else "$ "
+    return [line[len(mark):].split() for line in log.read_text().splitlines()
+            if line.startswith(mark)]
+
+
+def flag(command: list[str], name: str) -> str | None:
+    return command[command.index(name) + 1] if name in command else None
 
 
 def check_littles_law(table, what: str) -> None:
@@ -92,29 +105,54 @@ def check_measurements(run: Path, config: dict) -> None:
     import pandas as pd
 
     from deploybench.config import shared_memory_modes
+    from deploybench.tables import COMPONENT_SUM, COMPONENTS
 
+    perf = main_config()["perf"]
     for scenario in ("offline", "online"):
         table = pd.read_csv(run / f"{scenario}.csv")
         check_littles_law(table, scenario)
-        commands = perf_commands(run / "logs" / f"{scenario}_perf_analyzer.log")
-        ran = [(c[c.index("-b") + 1], c[c.index("--concurrency-range") + 1]) for c in commands]
+        # the reference documents' average: the components added up, beside perf_analyzer's
+        summed = table[COMPONENTS].sum(axis=1)
+        assert ((table[COMPONENT_SUM] - summed).abs() < 0.002).all(), table
+        settings = config[scenario]
+        log = run / "logs" / f"{scenario}_perf_analyzer.log"
+        commands = perf_commands(log)
+        ran = [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in commands]
         if scenario == "offline":
-            wanted = [(str(b), "1:1") for b in config["offline"]["batch_sizes"]]
-            modes = shared_memory_modes(config["offline"])
+            wanted = [(str(b), "1:1") for b in settings["batch_sizes"]]
+            modes = shared_memory_modes(settings)
             wanted = [row for _ in modes for row in wanted]  # one sweep per mode
-            used = [c[c.index("--shared-memory") + 1] for c in commands]
+            used = [flag(c, "--shared-memory") or "none" for c in commands]
             assert list(dict.fromkeys(used)) == modes, used
             assert set(table["Shared memory"]) == set(modes), table
-            for command in commands:
-                assert command[command.index("-i") + 1] == "grpc", command
         else:
-            batch = str(config["online"]["batch_size"])
-            wanted = [(batch, f"{c}:{c}") for c in config["online"]["concurrency"]]
-            for command in commands:
-                assert command[command.index("-i") + 1] == "http", command
-                assert "--shared-memory" not in command, command
+            wanted = [(str(settings["batch_size"]), f"{c}:{c}") for c in settings["concurrency"]]
+            assert all("--shared-memory" not in c for c in commands), commands
+        protocol = settings.get("protocol", "grpc" if scenario == "offline" else "http")
+        mode = settings.get("measurement_mode", perf["measurement_mode"])
+        interval = settings.get("measurement_interval_ms", perf["measurement_interval_ms"])
+        for command in commands:
+            assert flag(command, "-i") == protocol, command
+            assert flag(command, "--measurement-mode") == mode, command
+            if mode == "time_windows":  # retries double the interval
+                assert int(flag(command, "-p")) in {interval * 2**i for i in range(4)}, command
+                assert "--measurement-request-count" not in command, command
         # retries repeat a row
         assert [r for i, r in enumerate(ran) if i == 0 or r != ran[i - 1]] == wanted, ran
+        # the warm-up: once per shared-memory mode, before the sweep, at its largest row,
+        # the window `warmup_windows` times as long
+        warm = perf_commands(log, warm_up=True)
+        windows = settings.get("warmup_windows", 0)
+        assert len(warm) == (len(set(table["Shared memory"])) if windows else 0), warm
+        for command in warm:
+            assert flag(command, "-b") == str(table["Batch"].max()), command
+            assert flag(command, "--concurrency-range") == "{0}:{0}".format(
+                table["Concurrency"].max()), command
+            if mode == "time_windows":
+                assert flag(command, "-p") == str(interval * windows), command
+            else:
+                assert flag(command, "--measurement-request-count") == str(
+                    settings["measurement_request_count"] * windows), command
 
     native = pd.read_csv(run / "native.csv")
     assert list(native["Batch"]) == config["offline"]["batch_sizes"]

@@ -238,3 +238,88 @@ def test_tensorrt_settings_follow_the_seeds_deploy_commands(model, backend, trit
         assert int(accel.parameters["max_workspace_size_bytes"]) == workspace
     if model == "widedeep":  # the seed leaves the dynamic batcher's delay at Triton's 0
         assert config.dynamic_batching.max_queue_delay_microseconds == 0
+
+
+class _Server:  # what perf_analyzer.command reads of a running server
+    install = type("Install", (), {"perf_analyzer": "perf_analyzer"})()
+    grpc_url, http_url = "localhost:8001", "localhost:8000"
+
+
+def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], list[str]]:
+    """The first measured row's command line and the warm-up's, as they would run."""
+    import subprocess
+    from pathlib import Path
+
+    from deploybench.triton import perf_analyzer
+
+    class Log(list):
+        write, flush = list.append, lambda self: None
+
+    sweep = perf_analyzer.sweep(run, scenario)
+    row = perf_analyzer.command(run, scenario, _Server, sweep[0], Path("d.json"), Path("o.csv"))
+    log = Log()
+    server = type("S", (_Server,), {"env": None, "ensure_alive": lambda self: None})()
+    monkeypatch.setattr(perf_analyzer.subprocess, "run",
+                        lambda cmd, **_: subprocess.CompletedProcess(cmd, 0, "", ""))
+    perf_analyzer.warm_up(run, scenario, server, sweep, Path("d.json"), Path("w"), log)
+    mark = "[warm-up, discarded] $ "
+    warm = [line[len(mark):].split() for line in log if line.startswith(mark)]
+    return row, warm[0] if warm else []
+
+
+def _flags(command: list[str]) -> dict:
+    return {k: command[i + 1] for i, k in enumerate(command[:-1]) if k.startswith("-")}
+
+
+@pytest.mark.parametrize("model, scenario, expected, warm", [
+    # TFT and Wide & Deep: run_performance_on_triton.py's HTTP default, --warmup (2 windows)
+    ("tft", "offline",
+     {"-i": "http", "--shared-memory": "system", "--measurement-request-count": "500"},
+     {"-b": "1024", "--measurement-request-count": "1000"}),
+    ("tft", "online",
+     {"-i": "http", "--concurrency-range": "8:8", "--measurement-request-count": "500"},
+     {"--concurrency-range": "256:256", "--measurement-request-count": "1000"}),
+    ("widedeep", "offline", {"-i": "http", "--measurement-request-count": "100"},
+     {"-b": "131072", "--measurement-request-count": "200"}),
+    # DLRM: HTTP, 50 requests in 5-second windows, no warm-up run
+    ("dlrm", "offline", {"-i": "http", "--shared-memory": "system", "-p": "5000",
+                         "--measurement-request-count": "50"}, None),
+    # BERT: gRPC, the runner's default request count, no warm-up
+    ("bert", "offline", {"-i": "grpc", "--shared-memory": "system",
+                         "--measurement-request-count": "50"}, None),
+    # FastPitch: HTTP, no shared memory, 10-second time windows, six of them to warm up
+    ("fastpitch", "offline", {"-i": "http", "--measurement-mode": "time_windows",
+                              "-p": "10000"}, {"-b": "8", "-p": "60000"}),
+])
+def test_perf_analyzer_runs_as_each_seed_ran_it(model, scenario, expected, warm, monkeypatch):
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    run = settings.run(model, "a100", "onnx" if model != "dlrm" else "tf-savedmodel", "fp32")
+    command, warm_up = _perf_commands(run, scenario, monkeypatch)
+    flags = _flags(command)
+    assert {k: flags.get(k) for k in expected} == expected, command
+    assert flags["-s"] == "10"  # perf_analyzer's own stability, which every seed kept
+    if model == "fastpitch":
+        assert "--shared-memory" not in flags and "--measurement-request-count" not in flags
+    # the warm-up: the measured rows' flags at the largest row, a longer window
+    sized = "--output-shared-memory-size"  # the outputs of its batch
+    assert ({k: v for k, v in _flags(warm_up).items() if k != sized}
+            == ({k: v for k, v in {**flags, **warm, "-f": "w/warm-up.csv"}.items() if k != sized}
+                if warm else {}))
+
+
+def test_cpu_runs_keep_a_looser_stability_and_bad_override_keys_are_named():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    settings = Settings(config)
+    assert settings.run("tft", "cpu", "onnx", "fp32")["perf"]["stability_percentage"] == 30
+    assert settings.run("tft", "h100", "onnx", "fp32")["perf"]["stability_percentage"] == 10
+    with pytest.raises(ConfigError, match="perf_overrides key .* 'a1OO'.*valid .*a100"):
+        Settings({**config, "perf_overrides": {"a1OO": {"stability_percentage": 5}}})
+
+
+def test_the_matrix_holds_every_gpu_of_the_seeds_tables():
+    import pandas as pd
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    published = set(pd.read_csv(ROOT / "config/reference/tables.csv")["gpu_key"])
+    assert published == {"a30", "a40", "a100", "v100", "t4"}
+    assert published <= set(config["matrix"]["gpus"])

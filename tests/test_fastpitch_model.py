@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import seed_opset
 from deploybench.config import validate
 from deploybench.models import fastpitch
 from deploybench.models.fastpitch import data as fastpitch_data
@@ -278,6 +279,20 @@ def test_generated_filelists(data, tmp_path):
     assert (tmp_path / "b" / test_list).read_bytes() != (data / test_list).read_bytes()
 
 
+def test_perf_input_is_one_real_text_repeated_to_the_sequence_length(data):
+    """As DLE's prepare_input_data.py: the first text's symbols, repeated and cut to
+    text_length, whatever its own length (TINY's texts are cut at its text_length)."""
+    inputs, _ = fastpitch.load_split(TINY, str(data), "test", None)
+    text, length = fastpitch.perf_inputs(TINY, inputs)
+    n, size = int(inputs[1][0, 0]), TINY["text_length"]
+    assert text.shape == (1, size) and text.dtype == inputs[0].dtype
+    assert length.tolist() == [[size]] and length.dtype == inputs[1].dtype
+    assert (text[0] != 0).all()  # no padding symbol: real symbols all the way
+    np.testing.assert_array_equal(text[0], np.tile(inputs[0][0, :n], size // n + 1)[:size])
+    short = [inputs[0][:, :size], np.minimum(inputs[1], 3)]  # a 3-symbol text repeats
+    assert fastpitch.perf_inputs(TINY, short)[0][0, :6].tolist() == short[0][0, :3].tolist() * 2
+
+
 # --- outputs ------------------------------------------------------------------------
 
 def check_invariants(hp, inputs, outputs):
@@ -361,7 +376,8 @@ def test_exports_reproduce_the_model(data, tiny_model, tmp_path):
             for g, e in zip(got, expected):
                 np.testing.assert_allclose(g, e, rtol=0, atol=1e-5)
         torch.onnx.export(tiny_model, example, str(tmp_path / "m.onnx"), input_names=NAMES_IN,
-                          output_names=NAMES_OUT, opset_version=17, dynamo=False,
+                          output_names=NAMES_OUT, opset_version=seed_opset("fastpitch"),
+                          dynamo=False,
                           dynamic_axes={n: {0: "batch"} for n in NAMES_IN + NAMES_OUT})
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == NAMES_IN  # INPUT__1 is read

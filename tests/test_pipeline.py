@@ -59,6 +59,7 @@ def test_full_build_produces_every_artifact(built, settings):
     report = json.loads((run / "offline.json").read_text())
     assert report["perf_analyzer_settings"]["shared_memory"] == ["system"]
     assert report["perf_analyzer_settings"]["stability_percentage"] == 60
+    assert report["perf_analyzer_settings"]["protocol"] == "http"  # as tft-tiny sets it
     assert report["provenance"]["triton"]["version"]
     assert (run / "logs/offline_server.log").read_text().strip()
 
@@ -68,6 +69,10 @@ def test_full_build_produces_every_artifact(built, settings):
     assert "| Inferences/Second |" in readme.replace("Batch | Concurrency ", "")
     assert "seeded random initialisation (seed 0)" in readme
     assert "](plots/online_latency.png)" in readme
+    assert ("| perf_analyzer offline | HTTP, shared memory system, 10 requests a window, "
+            "warm-up of 2 windows |") in readme
+    assert ("| perf_analyzer online | HTTP, shared memory none, 10 requests a window, "
+            "warm-up of 2 windows |") in readme
     assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in (
         built / "results/tft-tiny/README.md").read_text()
     assert (run / "benchmarks/offline.tsv").is_file()

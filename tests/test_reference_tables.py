@@ -1,8 +1,11 @@
 """The reference documents' published tables (../shared/seeds), parsed once into
 config/reference/ (kept in sync)."""
 
+import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from deploybench import reference_tables
@@ -140,3 +143,73 @@ def test_numeric_filters_match_the_tables_numbers():
     reference_columns = [c for c in table.columns if c.endswith("(reference)")]
     assert "a100 PyTorch FP16 (reference)" in reference_columns and len(reference_columns) == 8
     assert table[reference_columns].notna().all().all()
+
+
+def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
+    import yaml
+
+    from deploybench.config import Settings
+    from deploybench.steps.report import model_report
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    reference = settings.reference("bert")
+    configs = sorted((ROOT / "results" / "bert" / "h100").glob("*/README.md"))
+    out = tmp_path / "README.md"
+    model_report({"model": "bert", "title": "BERT", "reference": reference}, configs, out)
+    text = out.read_text()
+    section = text.split("## Where this model is not run as its reference ran it\n\n")[1]
+    listed = [line[2:] for line in section.split("\n\n")[0].splitlines()]
+    assert listed == reference["differences"]
+    assert any("once per batch size" in item for item in listed)
+    assert "## Offline: inferences/second beside the published tables" in text
+
+
+def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():
+    from deploybench.steps.report import reference_latencies
+    from deploybench.tables import COMPONENTS, read_perf
+
+    folder = ROOT / "results" / "tft" / "h100" / "ts-trace-cg_fp16"
+    tables = ROOT / "config/reference/tables.csv"
+    for scenario in ("offline", "online"):
+        table = reference_latencies([folder / "README.md"], tables,
+                                    "002_86a4b5901d69b16e.txt", {"dataset": "electricity"},
+                                    scenario)
+        published = pd.read_csv(tables, low_memory=False)
+        published = published[(published["document"] == "002_86a4b5901d69b16e.txt")
+                              & (published["dataset"] == "electricity")
+                              & (published["scenario"] == scenario)]
+        pairs = set(zip(published["batch"], published["concurrency"]))
+        assert set(zip(table["Batch"], table["Concurrency"])) <= pairs
+        ours = table[table["Configuration"] == "h100 ts-trace-cg_fp16"]
+        measured = read_perf(folder / f"{scenario}.csv")
+        measured = measured[[(b, c) in pairs for b, c in
+                             zip(measured["Batch"], measured["Concurrency"])]]
+        assert len(ours) == len(measured) > 0
+        # ours: the components summed, as the references' "avg latency"
+        assert np.allclose(ours["avg latency (ms)"], measured[COMPONENTS].sum(axis=1), atol=2e-3)
+        row = table[(table["Configuration"] == "a100 NVIDIA TensorRT FP16 (reference)")
+                    & (table["Batch"] == 16) & (table["Concurrency"] == 1 if scenario ==
+                                                "offline" else table["Concurrency"] == 8)]
+        source = published[(published["gpu_key"] == "a100")
+                           & (published["backend"] == "NVIDIA TensorRT")
+                           & (published["batch"] == 16)
+                           & (published["concurrency"] == (1 if scenario == "offline" else 8))]
+        assert row["avg latency (ms)"].tolist() == source["avg latency (ms)"].tolist()
+
+
+def test_settings_of_the_published_tables_sit_beside_what_ran():
+    from deploybench.steps.report import reference_settings
+
+    folder = ROOT / "results" / "tft" / "h100" / "ts-trace-cg_fp16"
+    table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
+                               "002_86a4b5901d69b16e.txt", {"dataset": "electricity"})
+    table = table.set_index("Setting")
+    trt = [c for c in table.columns if "NVIDIA TensorRT" in c]
+    assert len(trt) == 1 and trt[0].count("NVIDIA TensorRT FP16") == 4  # one column, 4 GPUs
+    assert table.loc["TensorRT CUDA graphs", trt[0]] == "Disabled"  # what the table states
+    ran = json.loads((folder / "offline.json").read_text())
+    ours = table["h100 ts-trace-cg_fp16"]
+    assert ours["Max batch size"] == str(ran["triton"]["max_batch_size"]) == "1024"
+    assert ours["Request count (offline)"] == str(
+        ran["perf_analyzer_settings"]["measurement_request_count"])
+    assert ours["TensorRT CUDA graphs"] == ""  # not a TensorRT configuration

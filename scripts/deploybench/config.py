@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
-from functools import cache, cached_property
+from functools import cache, cached_property, reduce
 from pathlib import Path
 
 import jsonschema
@@ -140,6 +140,9 @@ class Settings:
                               f"(e.g. {example})")
         self.gpus = _load_yaml(self._path(config["gpu_registry"]))
         validate(self.gpus, "gpus.schema.yaml", f"GPU registry {config['gpu_registry']}")
+        for key in config.get("perf_overrides") or {}:
+            _choice("perf_overrides key (a GPU key or device kind)", key,
+                    {*self.gpus, *(entry["kind"] for entry in self.gpus.values())})
 
     def _path(self, path: str) -> Path:
         return Path(path) if os.path.isabs(path) else self.root / path
@@ -223,6 +226,12 @@ class Settings:
             self._merged[(model, gpu)] = merged
         return self._merged[(model, gpu)]
 
+    def perf_settings(self, gpu: str) -> dict:
+        """perf with the perf_overrides of this GPU key's kind, then of the key, merged in."""
+        overrides = self.config.get("perf_overrides") or {}
+        return reduce(deep_merge, (overrides.get(k, {}) for k in (self.gpus[gpu]["kind"], gpu)),
+                      self.config["perf"])
+
     def export_settings(self, model: str) -> dict:
         """What the export of a model depends on (independent of GPU and backend)."""
         _choice("model", model, self.models)
@@ -257,7 +266,7 @@ class Settings:
             "artifact": backend_spec.artifact,
             "export_artifact": EXPORT_ARTIFACTS[backend_spec.export],
             "server": self.config["server"],
-            "perf": self.config["perf"],
+            "perf": self.perf_settings(gpu),
             "allow_gpu_mismatch": self.config.get("allow_gpu_mismatch", False),
         }
 

@@ -7,6 +7,10 @@ A plug-in provides:
   generate_dataset(hparams, out_dir, seed, **size)  (a small dataset in the real format)
   load_split(hparams, data_dir, split, max_samples) -> (inputs, targets)  (lists of arrays)
   evaluate(hparams, predictions, targets) -> {metric: value}
+and may provide:
+  perf_inputs(hparams, inputs) -> inputs  (what perf_analyzer sends, from the evaluation
+      inputs, where the reference prepared its perf input otherwise; default: the first
+      32 evaluation samples)
 Tensor names live only in the model config; plug-ins work with ordered lists.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import artifacts, atomic, source_model
 
-ONNX_OPSET = 17
+ONNX_OPSET = 17  # where a model's `export.onnx_opset` (its seed's) says none
 EXPORT_MAX_BATCH = 1 << 16  # torch.export's bound of the batch dimension
 FORMATS = {"torch": ("ts-trace", "ts-script", "onnx", "torch-export"),
            "tensorflow": ("tf-savedmodel", "onnx", "dense-savedmodel", "dense-onnx")}
@@ -20,6 +20,7 @@ def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) ->
         raise ValueError(f"model '{spec['plugin']}' is a {framework} model: it exports to "
                          f"{', '.join(FORMATS[framework])}, not '{format}'")
     model, inputs = artifacts.exportable(spec, format, source_model.load(spec, weights))
+    opset = spec.get("export", {}).get("onnx_opset", ONNX_OPSET)
     if framework == "tensorflow":
         from .. import keras_export
 
@@ -27,7 +28,7 @@ def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) ->
             if format.endswith("savedmodel"):
                 keras_export.save_savedmodel(model, inputs, spec["outputs"], tmp)
             else:
-                keras_export.save_onnx(model, inputs, spec["outputs"], tmp, ONNX_OPSET)
+                keras_export.save_onnx(model, inputs, spec["outputs"], tmp, opset)
         return
     import torch
 
@@ -46,7 +47,7 @@ def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) ->
             torch.onnx.export(
                 model, example, str(tmp), input_names=names_in, output_names=names_out,
                 dynamic_axes={n: {0: "batch"} for n in names_in + names_out},
-                opset_version=ONNX_OPSET, dynamo=False,
+                opset_version=opset, dynamo=False,
             )
 
 

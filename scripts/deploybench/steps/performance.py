@@ -1,8 +1,9 @@
 """Offline and online performance of a deployment, measured by perf_analyzer on Triton.
 
-Offline (the references' static batching): gRPC, system shared memory, concurrency 1, one
-perf_analyzer call per batch size, the model loaded without its dynamic batcher. Online:
-HTTP, dynamic batching, one call per concurrency level at the online batch size.
+Offline (the references' static batching): concurrency 1, one perf_analyzer call per batch
+size, the model loaded without its dynamic batcher. Online: dynamic batching, one call per
+concurrency level at the online batch size. Protocol, shared memory, windows and warm-up
+as the model's reference document ran them (deploybench.triton.perf_analyzer).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
+        perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
         for row in sweep:
             rows.append(perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log))
@@ -84,7 +86,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**spec["perf"], **spec["model"][scenario],
-                                   "protocol": "grpc" if scenario == "offline" else "http",
+                                   **dict(zip(("measurement_mode", "measurement_interval_ms"),
+                                              perf_analyzer.window(spec, scenario))),
+                                   "protocol": perf_analyzer.protocol(spec, scenario),
                                    "shared_memory": sorted({row.shared_memory for row in sweep}),
                                    "batching": "static" if scenario == "offline" else "dynamic"},
         "triton": spec["model"]["triton"],

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, source_model
-from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
+from ..tables import COMPONENT_SUM, DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -83,6 +83,18 @@ rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
 """
 
 
+def _perf_settings(ran: dict) -> str:
+    """How perf_analyzer measured a scenario, from what its JSON recorded."""
+    modes = ran.get("shared_memory") or ["none"]
+    memory = " and ".join(modes if isinstance(modes, list) else [modes])
+    window = (f"{ran['measurement_interval_ms'] / 1000:g} s windows"
+              if ran.get("measurement_mode") == "time_windows"
+              else f"{ran['measurement_request_count']} requests a window")
+    warm = ran.get("warmup_windows", 0)
+    return (f"{ran['protocol'].upper()}, shared memory {memory}, {window}, "
+            + (f"warm-up of {warm} windows" if warm else "no warm-up run"))
+
+
 def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
                          online: Path, offline_json: Path, online_json: Path,
                          offline_throughput: Path, offline_latency: Path,
@@ -116,15 +128,13 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
         ("Export Precision", "FP32"),
         ("Weights", files["weights_origin"]),
         ("Dataset", files["dataset"]),
-        ("Request Count (offline / online)",
-         f"{model['offline']['measurement_request_count']} / "
-         f"{model['online']['measurement_request_count']}"),
+        ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
+        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])),
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
                           f"({run['server']['kind']}, {_served_by(prov)})"),
         ("perf_analyzer", prov.get("perf_analyzer")),
         ("perf_analyzer stability", f"{run['perf']['stability_percentage']} %, "
-                                    f"{run['perf']['max_trials']} trials, "
-                                    f"{run['perf']['measurement_mode']}"),
+                                    f"{run['perf']['max_trials']} trials"),
         ("Measured", prov["date"]),
         ("Config hash", prov["config_hash"]),
     ]
@@ -149,9 +159,10 @@ repository → accuracy on Triton → offline and online performance (perf_analy
 
 ## Offline scenario
 
-Static batching, concurrency 1 (gRPC), inputs and outputs through shared memory (the
-`Shared memory` column: system, as the references; cuda, in GPU memory, which a torch
-runner takes without a host copy).
+Static batching, concurrency 1, perf_analyzer as the configuration says; the `Shared
+memory` column: system or none (in the requests), as the references; cuda, in GPU memory,
+which a torch runner takes without a host copy. `avg latency (ms)` is perf_analyzer's,
+`sum of components (ms)` the references' "avg latency".
 
 ![Throughput vs batch]({rel["offline_throughput"]})
 ![Latency vs batch]({rel["offline_latency"]})
@@ -213,12 +224,11 @@ def _column(folder: Path) -> str:
 _REFERENCE_SERIES = ["gpu_key", "backend", "backend_accelerator", "precision"]
 
 
-def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
-                         where: dict, scenario: str) -> pd.DataFrame:
-    """Inferences/second of this pipeline's GPU configurations beside the reference's published
-    rows (every GPU, backend and precision of the document, narrowed by `where`: column ->
-    value) at the same batch sizes (offline) or concurrencies (online)."""
-    key = "Batch" if scenario == "offline" else "Concurrency"
+def _reference_rows(reference_csv: Path, document: str, where: dict,
+                    scenario: str) -> pd.DataFrame:
+    """The document's published rows of a scenario, narrowed by `where` (column -> value),
+    with our names for batch and concurrency. A table without one of them (FastPitch's)
+    ran offline at concurrency 1 and online at the batch Little's law gives."""
     ref = pd.read_csv(reference_csv, low_memory=False)
     keep = (ref["document"] == document) & (ref["scenario"] == scenario)
     for column, value in where.items():
@@ -226,8 +236,22 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
             keep &= pd.to_numeric(ref[column], errors="coerce") == value
         else:
             keep &= ref[column].astype(str) == str(value)
-    ref = ref[keep].rename(columns={key.lower(): key})
-    table = None
+    ref = ref[keep].rename(columns={"batch": "Batch", "concurrency": "Concurrency"})
+    ref["Concurrency"] = ref["Concurrency"].fillna(1)
+    little = ref[THROUGHPUT] * ref["avg latency (ms)"] / 1e3 / ref["Concurrency"]
+    ref["Batch"] = ref["Batch"].fillna(little.round())
+    return ref.astype({"Batch": int, "Concurrency": int})
+
+
+def _series_label(series: tuple) -> str:
+    gpu, backend, accelerator, precision = (str(v) for v in series)
+    plain = accelerator in ("nan", "-", "none", "CUDA")  # no accelerator beyond CUDA
+    return f"{gpu} {backend if plain else f'{backend} + {accelerator}'} {precision} (reference)"
+
+
+def _measured(configs: list[Path], scenario: str):
+    """(label, table) of each GPU configuration's measured scenario, one per shared-memory
+    mode."""
     for readme in configs:
         folder = readme.parent
         if layout.configuration_of(folder)["gpu"] == "cpu" or not (
@@ -235,19 +259,105 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
             continue
         measured = read_perf(folder / f"{scenario}.csv")
         for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
-            label = _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)")
-            ours = rows[[key, THROUGHPUT]].rename(columns={THROUGHPUT: label})
-            table = ours if table is None else table.merge(ours, on=key, how="outer")
+            yield _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)"), rows
+
+
+def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
+                        where: dict, scenario: str) -> pd.DataFrame:
+    """Throughput and latencies of the published rows and of this pipeline's GPU
+    configurations, joined on batch and concurrency (the published rows' pairs only);
+    `avg latency (ms)` is the references' sum of components, ours summed the same way."""
+    ref = _reference_rows(reference_csv, document, where, scenario)
+    keys = ["Batch", "Concurrency"]
+    columns = [THROUGHPUT, "p50 latency (ms)", "p90 latency (ms)", "p95 latency (ms)",
+               "p99 latency (ms)", "avg latency (ms)"]
+    parts = [rows[keys + columns].assign(Configuration=_series_label(series))
+             for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False)]
+    parts += [rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]})[keys + columns]
+              .assign(Configuration=label) for label, rows in _measured(configs, scenario)]
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    pairs = ref[keys].drop_duplicates()
+    table = table.merge(pairs, on=keys)  # only where a published row has the same pair
+    ours = ~table["Configuration"].str.endswith("(reference)")
+    if not ours.any():
+        return pd.DataFrame()
+    table = table.assign(_ours=ours).sort_values([*keys, "_ours", "Configuration"])
+    return table[[*keys, "Configuration", *columns]].reset_index(drop=True)
+
+
+# The published settings of a series (reference column) and ours, from what a
+# configuration's offline.json recorded (and its backend).
+_SETTINGS = {
+    "max_batch_size": ("Max batch size", lambda ran, backend: ran["triton"]["max_batch_size"]),
+    "number_of_model_instances": ("Number of model instances",
+                                  lambda ran, backend: ran["triton"]["instances"]),
+    "triton_max_queue_delay": ("Triton max queue delay (us)",
+                               lambda ran, backend: ran["triton"]["max_queue_delay_us"]),
+    "triton_preferred_batch_sizes": (
+        "Triton preferred batch sizes",
+        lambda ran, backend: " ".join(map(str, ran["triton"]["preferred_batch_sizes"]))),
+    "request_count": (
+        "Request count (offline)",
+        lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")),
+    "export_precision": ("Export precision", lambda ran, backend: "FP32"),
+    "nvidia_tensorrt_capture_cuda_graph": (
+        "TensorRT CUDA graphs",
+        lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
+        if backend.endswith("trt") else None),
+}
+
+
+def _setting(value) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value in ("-", "None"):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def reference_settings(configs: list[Path], reference_csv: Path, document: str,
+                       where: dict) -> pd.DataFrame:
+    """The settings each published table states (series with the same settings in one
+    column) beside the ones each GPU configuration ran with; empty where a table says
+    nothing."""
+    ref = _reference_rows(reference_csv, document, where, "offline")
+    columns: dict[str, list[str]] = {}
+    for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
+        values = tuple(_setting(rows[c].iloc[0]) for c in _SETTINGS)
+        columns.setdefault(values, []).append(_series_label(series).removesuffix(" (reference)"))
+    table = pd.DataFrame({"Setting": [name for name, _ in _SETTINGS.values()]})
+    for values, labels in columns.items():
+        table[", ".join(labels) + " (reference)"] = values
+    for readme in configs:
+        folder = readme.parent
+        if layout.configuration_of(folder)["gpu"] == "cpu":
+            continue
+        ran = json.loads((folder / "offline.json").read_text())
+        backend = layout.configuration_of(folder)["backend"]
+        table[_column(folder)] = [_setting(read(ran, backend)) for _, read in _SETTINGS.values()]
+    return table
+
+
+def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
+                         where: dict, scenario: str) -> pd.DataFrame:
+    """Inferences/second of this pipeline's GPU configurations beside the reference's published
+    rows (every GPU, backend and precision of the document, narrowed by `where`: column ->
+    value) at the same batch size and concurrency."""
+    keys = ["Batch", "Concurrency"]
+    ref = _reference_rows(reference_csv, document, where, scenario)
+    table = None
+    for label, rows in _measured(configs, scenario):
+        ours = rows[[*keys, THROUGHPUT]].rename(columns={THROUGHPUT: label})
+        table = ours if table is None else table.merge(ours, on=keys, how="outer")
     if table is None:
         return pd.DataFrame()
     for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
-        gpu, backend, accelerator, precision = (str(v) for v in series)
-        plain = accelerator in ("nan", "-", "none", "CUDA")  # no accelerator beyond CUDA
-        label = backend if plain else f"{backend} + {accelerator}"
-        published = rows[[key, THROUGHPUT]].drop_duplicates(key).rename(
-            columns={THROUGHPUT: f"{gpu} {label} {precision} (reference)"})
-        table = table.merge(published, on=key, how="left")
-    return table.sort_values(key)
+        published = rows[[*keys, THROUGHPUT]].drop_duplicates(keys).rename(
+            columns={THROUGHPUT: _series_label(series)})
+        table = table.merge(published, on=keys, how="left")
+    return table.sort_values(keys)
 
 
 def model_report(spec: dict, configs: list[Path], out: Path) -> None:
@@ -279,16 +389,31 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
     text = (f"# {spec['title']}: results\n\nEvery configuration of `{spec['model']}` built "
             "so far.\n\n")
     text += markdown_table(table) if rows else "Nothing built yet."
+    if reference and reference.get("differences"):
+        text += ("\n\n## Where this model is not run as its reference ran it\n\n"
+                 + "\n".join(f"- {item}" for item in reference["differences"]))
     if reference:
+        where, path, document = reference.get("where", {}), Path(reference["path"]), \
+            reference["document"]
+        narrowed = "".join(f", {k} {v}" for k, v in where.items())
+        source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
+                  f"{narrowed}.\n\n")
         for scenario in ("offline", "online"):
-            where = reference.get("where", {})
-            compared = reference_comparison(configs, Path(reference["path"]),
-                                            reference["document"], where, scenario)
+            compared = reference_comparison(configs, path, document, where, scenario)
             if len(compared):
-                narrowed = "".join(f", {k} {v}" for k, v in where.items())
                 text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
-                         f"published tables\n\nReference rows: `{reference['table']}` (parsed "
-                         f"from {reference['document']}){narrowed}.\n\n"
-                         + markdown_table(compared))
+                         f"published tables\n\n{source}" + markdown_table(compared))
+            latencies = reference_latencies(configs, path, document, where, scenario)
+            if len(latencies):
+                text += (f"\n\n## {scenario.capitalize()}: latencies beside the published "
+                         "tables\n\nAt each batch size and concurrency a published table "
+                         "has; `avg latency (ms)` is the sum of the latency components, as "
+                         "the references compute it.\n\n" + markdown_table(latencies))
+        settings = reference_settings(configs, path, document, where)
+        if any(layout.configuration_of(Path(c).parent)["gpu"] != "cpu" for c in configs):
+            text += ("\n\n## Settings beside the published tables\n\nWhat each published "
+                     "table states (tables stating the same in one column; empty: not "
+                     "stated) and what each GPU configuration ran with.\n\n"
+                     + markdown_table(settings))
     with atomic.output(out) as tmp:
         tmp.write_text(text + "\n")

@@ -38,8 +38,12 @@ def eval_set(spec: dict, weights: Path, data: Path, out: Path) -> None:
 
 
 def perf_data(spec: dict, eval_set: Path, out: Path) -> None:
-    """perf_analyzer --input-data JSON of real evaluation samples (one entry per sample)."""
+    """perf_analyzer --input-data JSON of real evaluation samples (one entry per sample),
+    or what the plug-in's `perf_inputs` makes of them (its reference's perf input)."""
     inputs, _, _ = source_model.load_eval(spec, eval_set)
+    plugin = plugins.load(spec["plugin"])
+    if hasattr(plugin, "perf_inputs"):
+        inputs = plugin.perf_inputs(spec["hparams"], inputs)
     entries = []
     for i in range(min(PERF_SAMPLES, len(inputs[0]))):
         entries.append({

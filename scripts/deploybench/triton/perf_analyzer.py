@@ -1,8 +1,9 @@
 """perf_analyzer against a running Triton: its command line, its CSV, retries.
 
-Offline (the references' static batching): gRPC, `--shared-memory system`, concurrency 1, one
-perf_analyzer call per batch size, the model loaded without its dynamic batcher.
-Online: HTTP, dynamic batching, one call per concurrency level at the online batch size.
+Offline (the references' static batching): concurrency 1, one perf_analyzer call per batch
+size, the model loaded without its dynamic batcher. Online: dynamic batching, one call per
+concurrency level at the online batch size. Each scenario's protocol, shared memory,
+window (requests or time) and warm-up are the model's, as its reference document ran them.
 One call per row means a level that does not stabilise is retried (perf.attempts) and
 then fails the step, instead of silently ending a sweep with rows missing.
 """
@@ -19,7 +20,14 @@ import numpy as np
 import pandas as pd
 
 from ..config import shared_memory_modes
-from ..tables import LATENCY_COLUMNS, PERF_COLUMNS, SHARED_MEMORY, THROUGHPUT
+from ..tables import (
+    COMPONENT_SUM,
+    COMPONENTS,
+    LATENCY_COLUMNS,
+    PERF_COLUMNS,
+    SHARED_MEMORY,
+    THROUGHPUT,
+)
 from ..tensors import numpy_dtype
 
 # perf_analyzer's CSV columns (microseconds), as the reference tables' (milliseconds).
@@ -50,28 +58,48 @@ class Row(NamedTuple):
     shared_memory: str
 
 
+def window(run: dict, scenario: str) -> tuple[str, int, int]:
+    """The scenario's measurement mode, interval (ms) and request count: the model's
+    scenario settings over the run's perf settings."""
+    settings, perf = run["model"][scenario], run["perf"]
+    return (settings.get("measurement_mode", perf["measurement_mode"]),
+            settings.get("measurement_interval_ms", perf["measurement_interval_ms"]),
+            settings["measurement_request_count"])
+
+
+def protocol(run: dict, scenario: str) -> str:
+    """gRPC offline and HTTP online unless the model's scenario says otherwise."""
+    return run["model"][scenario].get("protocol", "grpc" if scenario == "offline" else "http")
+
+
 def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
-            attempt: int = 1) -> list[str]:
-    """The perf_analyzer command line; a retry doubles the window's request count, as
-    perf_analyzer advises when it cannot stabilise."""
+            attempt: int = 1, scale: int = 1) -> list[str]:
+    """The perf_analyzer command line. A retry doubles the window (its request count, or
+    its interval in time windows), as perf_analyzer advises when it cannot stabilise;
+    `scale` multiplies it (the warm-up's longer window)."""
     batch, concurrency = row.batch, row.concurrency
     model, perf = run["model"], run["perf"]
-    request_count = model[scenario]["measurement_request_count"] * 2 ** (attempt - 1)
+    mode, interval_ms, request_count = window(run, scenario)
+    longer = scale * 2 ** (attempt - 1)
+    if mode == "time_windows":
+        interval_ms *= longer
+    else:
+        request_count *= longer
+    via = protocol(run, scenario)
     cmd = [
         str(server.install.perf_analyzer), "-m", run["key"]["model"], "-x", "1",
         "-b", str(batch), "--concurrency-range", f"{concurrency}:{concurrency}",
-        "--input-data", str(data_json),
-        "--measurement-mode", perf["measurement_mode"],
-        "--measurement-request-count", str(request_count),
-        "-p", str(perf["measurement_interval_ms"]),
+        "--input-data", str(data_json), "--measurement-mode", mode,
+        *(["--measurement-request-count", str(request_count)]
+          if mode == "count_windows" else []),
+        "-p", str(interval_ms),
         "-s", str(perf["stability_percentage"]), "-r", str(perf["max_trials"]),
         "-f", str(csv_path), "--verbose-csv",
+        "-i", via, "-u", server.grpc_url if via == "grpc" else server.http_url,
     ]
-    if scenario == "offline":
-        cmd += ["-i", "grpc", "-u", server.grpc_url, "--shared-memory", row.shared_memory,
+    if row.shared_memory != "none":
+        cmd += ["--shared-memory", row.shared_memory,
                 "--output-shared-memory-size", str(output_bytes(model["outputs"], batch))]
-    else:
-        cmd += ["-i", "http", "-u", server.http_url]
     return cmd
 
 
@@ -85,7 +113,8 @@ def parse_csv(text: str, row: Row) -> dict:
     table = {"Batch": row.batch, "Concurrency": int(measured["Concurrency"]),
              THROUGHPUT: float(measured["Inferences/Second"])}
     table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
-    return table | {SHARED_MEMORY: row.shared_memory}
+    return table | {SHARED_MEMORY: row.shared_memory,
+                    COMPONENT_SUM: sum(table[c] for c in COMPONENTS)}
 
 
 def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
@@ -116,6 +145,26 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         f"(stability_percentage="
         f"{run['perf']['stability_percentage']}, max_trials={run['perf']['max_trials']}):\n{tail}"
     )
+
+
+def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path, work: Path,
+            log) -> None:
+    """The reference runners' warm-up: before the sweep, perf_analyzer at its largest batch
+    and concurrency with a window `warmup_windows` times as long, in each shared-memory
+    mode, its numbers discarded (it need not stabilise; a dead server still fails)."""
+    scale = run["model"][scenario].get("warmup_windows", 0)
+    if not scale:
+        return
+    for mode in dict.fromkeys(row.shared_memory for row in sweep):
+        rows = [row for row in sweep if row.shared_memory == mode]
+        row = Row(max(r.batch for r in rows), max(r.concurrency for r in rows), mode)
+        cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale)
+        log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
+        log.flush()
+        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True)
+        log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
+        log.flush()
+        server.ensure_alive()
 
 
 def sweep(run: dict, scenario: str) -> list[Row]:

@@ -127,6 +127,15 @@ def load_split(hparams: dict, data_dir: str, split: str,
     return [ids, used[:, None].copy()], [used, full]
 
 
+def perf_inputs(hparams: dict, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """DLE's triton/prepare_input_data.py: one real text, its symbols repeated until they
+    fill text_length (the seed's SEQUENCE_LENGTH 128) and cut there; its length that."""
+    ids, lengths = inputs
+    length = hparams["text_length"]
+    text = np.resize(ids[0, :int(lengths[0, 0])], length)  # resize repeats the symbols
+    return [text[None, :].astype(ids.dtype), np.full((1, 1), length, dtype=lengths.dtype)]
+
+
 # DLE's triton/metrics.py: a mel is right if its values lie in this range (LJSpeech's
 # log-mel spectrograms span -11.5 to 2.1).
 MEL_RANGE = (-15.0, 3.0)
