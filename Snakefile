@@ -39,3 +39,10 @@ rule all:
     default_target: True
     input:
         default_targets(),
+
+
+# `snakemake seeds`: every published table of the reference documents, re-created by the
+# configuration that reproduces it on the GPU key it was measured on.
+rule seeds:
+    input:
+        lambda w: seed_targets(),

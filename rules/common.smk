@@ -188,6 +188,13 @@ def default_targets():
     return readmes + [layout.fill(layout.MODEL_REPORT, model=m) for m in models]
 
 
+def seed_targets():
+    """The configuration reports that reproduce every published table of the reference
+    documents, on each GPU key it was measured on (models' reference.pairs)."""
+    keys = ("model", "gpu", "backend", "precision")
+    return [configuration_readme(dict(zip(keys, t))) for t in SETTINGS.seed_targets()]
+
+
 def model_report_inputs(w):
     """The model's configurations among the default targets and among the targets asked
     for on the command line (so a report built in the same run waits for them). The

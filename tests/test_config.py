@@ -323,3 +323,52 @@ def test_the_matrix_holds_every_gpu_of_the_seeds_tables():
     published = set(pd.read_csv(ROOT / "config/reference/tables.csv")["gpu_key"])
     assert published == {"a30", "a40", "a100", "v100", "t4"}
     assert published <= set(config["matrix"]["gpus"])
+
+
+def test_every_published_table_dry_runs_to_the_configuration_that_reproduces_it(tmp_path):
+    """`snakemake seeds`: each GPU key of each seed table, paired by reference.pairs."""
+    import re
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from deploybench.tables import REFERENCE_SERIES, reference_series
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    published = pd.read_csv(ROOT / "config/reference/tables.csv", low_memory=False)
+    expected = set()
+    for model in settings.models:
+        reference = settings.reference(model)
+        rows = published[published["document"] == reference["document"]]
+        for column, value in reference.get("where", {}).items():
+            rows = rows[rows[column].astype(str).isin({str(value), f"{value}.0"})]
+        for (gpu, *series), _ in rows.groupby(["gpu_key", *REFERENCE_SERIES], dropna=False):
+            backend, precision = reference["pairs"][reference_series(*series)].rsplit("_", 1)
+            expected.add((model, gpu, backend, precision))
+    assert set(settings.seed_targets()) == expected
+    assert {"a40"} <= {gpu for _, gpu, _, _ in expected}  # FastPitch's A40 tables
+    assert ("tft", "a100", "ts-trace", "fp32") in expected  # the "PyTorch FP16" rows
+    assert ("widedeep", "t4", "tf-savedmodel", "fp16") in expected  # "TensorFlow FP32" (AMP)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+         "--directory", str(tmp_path), "-n", "seeds"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    planned = set(re.findall(r"output: results/([\w-]+)/(\w+)/([\w-]+)_(fp\d\d)/README\.md",
+                             result.stdout))
+    assert planned == expected
+
+
+def test_a_published_table_without_its_configuration_is_named(tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "config/models", tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "bert.yaml"
+    path.write_text(path.read_text().replace('    "ONNX Runtime FP16": onnx_fp16\n', ""))
+    settings = Settings({**yaml.safe_load((ROOT / "config/config.yaml").read_text()),
+                         "models_dir": str(tmp_path)})
+    with pytest.raises(ConfigError, match="model 'bert': the published table 'ONNX Runtime "
+                                          "FP16' of 004_0e3f950e04427afa.txt has no "
+                                          "configuration in reference.pairs"):
+        settings.seed_targets()

@@ -162,6 +162,8 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
     assert listed == reference["differences"]
     assert any("once per batch size" in item for item in listed)
     assert "## Offline: inferences/second beside the published tables" in text
+    assert ("| ONNX Runtime + NVIDIA TensorRT FP16 | ort-trt_fp16 | a100, a30, t4, v100 |"
+            in text)
 
 
 def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():

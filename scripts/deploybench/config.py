@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from .backends import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
+from .tables import REFERENCE_SERIES, reference_rows, reference_series
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -225,6 +226,31 @@ class Settings:
                 merged = deep_merge(merged, overrides.get(key, {}))
             self._merged[(model, gpu)] = merged
         return self._merged[(model, gpu)]
+
+    def seed_targets(self) -> list[tuple[str, str, str, str]]:
+        """The configuration that reproduces each published table of each model's reference
+        document, on every GPU key the table was measured on (reference.pairs)."""
+        targets = []
+        for model in self.models:
+            reference = self.reference(model)
+            if not reference:
+                continue
+            pairs = reference.get("pairs", {})
+            rows = reference_rows(Path(reference["path"]), reference["document"],
+                                  reference.get("where", {}))
+            for series, gpus in rows.groupby(REFERENCE_SERIES, dropna=False)["gpu_key"]:
+                name = reference_series(*series)
+                if name not in pairs:
+                    raise ConfigError(
+                        f"model '{model}': the published table '{name}' of "
+                        f"{reference['document']} has no configuration in reference.pairs; "
+                        f"add e.g. \"{name}\": <backend>_<precision> (backends: "
+                        f"{', '.join(self.models[model]['backends'])})")
+                backend, precision = pairs[name].rsplit("_", 1)
+                for gpu in sorted(set(gpus)):
+                    self.check_key(model, gpu, backend, precision)
+                    targets.append((model, gpu, backend, precision))
+        return sorted(set(targets))
 
     def perf_settings(self, gpu: str) -> dict:
         """perf with the perf_overrides of this GPU key's kind, then of the key, merged in."""

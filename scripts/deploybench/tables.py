@@ -55,6 +55,35 @@ def read_perf(csv: Path) -> pd.DataFrame:
     return table
 
 
+def reference_rows(reference_csv: Path, document: str, where: dict,
+                   scenario: str | None = None) -> pd.DataFrame:
+    """A reference document's published rows (of one scenario), narrowed by `where`:
+    column -> value."""
+    ref = pd.read_csv(reference_csv, low_memory=False)
+    keep = ref["document"] == document
+    if scenario:
+        keep &= ref["scenario"] == scenario
+    for column, value in where.items():
+        if isinstance(value, (int, float)):  # 128 matches the table's 128.0
+            keep &= pd.to_numeric(ref[column], errors="coerce") == value
+        else:
+            keep &= ref[column].astype(str) == str(value)
+    return ref[keep]
+
+
+# What tells the published tables of one document apart, GPU aside.
+REFERENCE_SERIES = ["backend", "backend_accelerator", "precision"]
+
+
+def reference_series(backend, accelerator, precision) -> str:
+    """A published table's name as reference.pairs in the model configs has it: backend,
+    its accelerator where it has one beyond CUDA, precision (e.g. 'ONNX Runtime + NVIDIA
+    TensorRT FP16')."""
+    accelerator = str(accelerator)
+    plain = accelerator in ("nan", "-", "none", "CUDA")
+    return f"{backend if plain else f'{backend} + {accelerator}'} {precision}"
+
+
 def require_passed(check_csv: Path) -> None:
     """Refuse to deploy a conversion whose check failed."""
     table = pd.read_csv(check_csv)

@@ -9,7 +9,16 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, source_model
-from ..tables import COMPONENT_SUM, DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
+from ..tables import (
+    COMPONENT_SUM,
+    DEVICE_THROUGHPUT,
+    REFERENCE_SERIES,
+    SHARED_MEMORY,
+    THROUGHPUT,
+    read_perf,
+    reference_rows,
+    reference_series,
+)
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -221,22 +230,16 @@ def _column(folder: Path) -> str:
 
 
 # What tells the reference result tables of one document apart (the label of a column).
-_REFERENCE_SERIES = ["gpu_key", "backend", "backend_accelerator", "precision"]
+_REFERENCE_SERIES = ["gpu_key", *REFERENCE_SERIES]
 
 
 def _reference_rows(reference_csv: Path, document: str, where: dict,
                     scenario: str) -> pd.DataFrame:
-    """The document's published rows of a scenario, narrowed by `where` (column -> value),
-    with our names for batch and concurrency. A table without one of them (FastPitch's)
-    ran offline at concurrency 1 and online at the batch Little's law gives."""
-    ref = pd.read_csv(reference_csv, low_memory=False)
-    keep = (ref["document"] == document) & (ref["scenario"] == scenario)
-    for column, value in where.items():
-        if isinstance(value, (int, float)):  # 128 matches the table's 128.0
-            keep &= pd.to_numeric(ref[column], errors="coerce") == value
-        else:
-            keep &= ref[column].astype(str) == str(value)
-    ref = ref[keep].rename(columns={"batch": "Batch", "concurrency": "Concurrency"})
+    """The published rows of a scenario with our names for batch and concurrency. A table
+    without one of them (FastPitch's) ran offline at concurrency 1 and online at the batch
+    Little's law gives."""
+    ref = reference_rows(reference_csv, document, where, scenario).rename(
+        columns={"batch": "Batch", "concurrency": "Concurrency"})
     ref["Concurrency"] = ref["Concurrency"].fillna(1)
     little = ref[THROUGHPUT] * ref["avg latency (ms)"] / 1e3 / ref["Concurrency"]
     ref["Batch"] = ref["Batch"].fillna(little.round())
@@ -244,9 +247,8 @@ def _reference_rows(reference_csv: Path, document: str, where: dict,
 
 
 def _series_label(series: tuple) -> str:
-    gpu, backend, accelerator, precision = (str(v) for v in series)
-    plain = accelerator in ("nan", "-", "none", "CUDA")  # no accelerator beyond CUDA
-    return f"{gpu} {backend if plain else f'{backend} + {accelerator}'} {precision} (reference)"
+    gpu, *rest = series
+    return f"{gpu} {reference_series(*rest)} (reference)"
 
 
 def _measured(configs: list[Path], scenario: str):
@@ -389,6 +391,17 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
     text = (f"# {spec['title']}: results\n\nEvery configuration of `{spec['model']}` built "
             "so far.\n\n")
     text += markdown_table(table) if rows else "Nothing built yet."
+    if reference and reference.get("pairs"):
+        rows = reference_rows(Path(reference["path"]), reference["document"],
+                              reference.get("where", {}))
+        gpus = {reference_series(*series): ", ".join(sorted(set(keys))) for series, keys in
+                rows.groupby(REFERENCE_SERIES, dropna=False)["gpu_key"]}
+        pairs = pd.DataFrame([{"Published table": name, "Configuration": config,
+                               "GPU keys": gpus.get(name, "")}
+                              for name, config in reference["pairs"].items()])
+        text += ("\n\n## The configurations that reproduce the published tables\n\n"
+                 "`snakemake seeds` builds each on the GPU keys of its tables.\n\n"
+                 + markdown_table(pairs))
     if reference and reference.get("differences"):
         text += ("\n\n## Where this model is not run as its reference ran it\n\n"
                  + "\n".join(f"- {item}" for item in reference["differences"]))
