@@ -164,6 +164,13 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
     assert "## Offline: inferences/second beside the published tables" in text
     assert ("| ONNX Runtime + NVIDIA TensorRT FP16 | ort-trt_fp16 | a100, a30, t4, v100 |"
             in text)
+    # the published F1 beside the one measured on Triton
+    assert "| f1 | ONNX Runtime FP16 (reference) | 83.37 |" in text
+    assert "| f1 | NVIDIA TensorRT FP16 (reference) | 83.34 / 83.35 |" in text
+    for readme in configs:
+        accuracy = pd.read_csv(readme.parent / "accuracy.csv").set_index("name")
+        f1 = accuracy.loc["f1", "triton"]
+        assert f"| f1 | h100 {readme.parent.name} | {f1:.4g} |" in text
 
 
 def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():

@@ -342,6 +342,27 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
     return table
 
 
+def reference_accuracy(configs: list[Path], reference: dict) -> pd.DataFrame:
+    """The published tables' metrics (reference.metrics: their column -> our metric) beside
+    each configuration's served value of the same metric (accuracy.csv)."""
+    rows = reference_rows(Path(reference["path"]), reference["document"],
+                          reference.get("where", {}))
+    table = []
+    for column, metric in reference["metrics"].items():
+        for series, values in rows.groupby(REFERENCE_SERIES, dropna=False)[column]:
+            published = sorted(set(values.dropna()))
+            table.append({"Metric": metric,
+                          "Configuration": f"{reference_series(*series)} (reference)",
+                          "Value": " / ".join(f"{v:g}" for v in published)})
+        for readme in configs:
+            accuracy = pd.read_csv(readme.parent / "accuracy.csv")
+            measured = accuracy[accuracy["name"] == metric]
+            if len(measured):
+                table.append({"Metric": metric, "Configuration": _column(readme.parent),
+                              "Value": f"{measured['triton'].iloc[0]:.4g}"})
+    return pd.DataFrame(table)
+
+
 def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
                          where: dict, scenario: str) -> pd.DataFrame:
     """Inferences/second of this pipeline's GPU configurations beside the reference's published
@@ -402,6 +423,13 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
         text += ("\n\n## The configurations that reproduce the published tables\n\n"
                  "`snakemake seeds` builds each on the GPU keys of its tables.\n\n"
                  + markdown_table(pairs))
+    if reference and reference.get("metrics"):
+        accuracy = reference_accuracy(configs, reference)
+        if len(accuracy):
+            text += ("\n\n## Accuracy beside the published tables\n\nThe published value "
+                     "of each table (the same on every GPU key where one value is shown) "
+                     "and the accuracy step's on Triton for each configuration.\n\n"
+                     + markdown_table(accuracy))
     if reference and reference.get("differences"):
         text += ("\n\n## Where this model is not run as its reference ran it\n\n"
                  + "\n".join(f"- {item}" for item in reference["differences"]))
