@@ -372,3 +372,40 @@ def test_a_published_table_without_its_configuration_is_named(tmp_path):
                                           "FP16' of 004_0e3f950e04427afa.txt has no "
                                           "configuration in reference.pairs"):
         settings.seed_targets()
+
+
+@pytest.mark.parametrize("model, backend, opt", [
+    ("dlrm", "hps-trt", 1024),  # the seed's dense TensorRT build
+    ("dcnv2", "hps-trt", 1024),
+    ("tft", "trt", 1024),  # the largest preferred batch size where a seed states none
+    ("bert", "trt", 16),
+])
+def test_tensorrt_profiles_are_optimised_for_the_seeds_batch(model, backend, opt):
+    from deploybench.single import options
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    assert options(settings.run(model, "a100", backend, "fp16")).opt_batch_size == opt
+
+
+def test_backend_overrides_set_one_backends_triton_settings():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    settings = Settings(config)
+    trt = settings.run("widedeep", "a100", "trt", "fp16")["model"]["triton"]
+    savedmodel = settings.run("widedeep", "a100", "tf-savedmodel", "fp16")["model"]["triton"]
+    assert trt["cuda_graphs"] is True and "cuda_graphs" not in savedmodel
+    # the device overrides still merge over a backend's (the cpu key's smaller batches)
+    assert settings.run("widedeep", "cpu", "onnx", "fp32")["model"]["triton"][
+        "max_batch_size"] < trt["max_batch_size"]
+
+
+def test_a_backend_override_for_a_backend_the_model_lacks_is_named(tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "config/models", tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "fastpitch.yaml"
+    path.write_text(path.read_text() + "backend_overrides:\n  tf-trt: {compile_mode: default}\n")
+    config = {**yaml.safe_load((ROOT / "config/config.yaml").read_text()),
+              "models_dir": str(tmp_path)}
+    with pytest.raises(ConfigError, match="unknown backend_overrides key .* 'tf-trt'; valid "
+                                          ".*: aoti, onnx, torch-compile, trt"):
+        Settings(config).check_all([])

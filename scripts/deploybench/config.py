@@ -129,7 +129,7 @@ class Settings:
     def __init__(self, config: dict, root: Path = ROOT):
         validate(config, "config.schema.yaml", "main config")
         self._runs: dict[tuple[str, str, str, str], dict] = {}
-        self._merged: dict[tuple[str, str], dict] = {}
+        self._merged: dict[tuple[str, str, str | None], dict] = {}
         self.config = config
         self.root = Path(root)
         server = config["server"]
@@ -157,6 +157,9 @@ class Settings:
             validate(model, "model.schema.yaml", f"model config {path}")
             for backend in model["backends"]:
                 _choice("backend", backend, BACKENDS)
+            for backend in model.get("backend_overrides", {}):
+                _choice(f"backend_overrides key (a backend of model '{path.stem}')", backend,
+                        model["backends"])
             models[path.stem] = model
         if not models:
             raise ConfigError(f"no model configs (*.yaml) in '{models_dir}'")
@@ -191,7 +194,7 @@ class Settings:
                 + ("; FP16 needs a CUDA GPU key such as h100" if entry["kind"] == "cpu" else "")
             )
         if entry["kind"] != "gpu" and "cuda" in shared_memory_modes(
-                self.model_settings(model, gpu)["offline"]):
+                self.model_settings(model, gpu, backend)["offline"]):
             raise ConfigError(
                 f"offline.shared_memory 'cuda' of model '{model}' needs a GPU; GPU key '{gpu}' "
                 f"is {entry['kind']}: set it for GPU keys only (device_overrides), or use "
@@ -207,25 +210,29 @@ class Settings:
         model's batch sizes on every GPU key, and every default target's key."""
         for model in self.models:
             for gpu in self.gpus:
-                _check_batches(model, gpu, self.model_settings(model, gpu))
+                for backend in self.models[model]["backends"]:
+                    _check_batches(model, gpu, self.model_settings(model, gpu, backend))
         for t in targets:
             self.check_key(t["model"], t["gpu"], t["backend"], t["precision"])
 
     def gpu_keys(self, kind: str) -> list[str]:
         return [k for k, v in self.gpus.items() if v["kind"] == kind]
 
-    def model_settings(self, model: str, gpu: str) -> dict:
-        """The model config with the overrides of this GPU key (or its kind) merged in
-        (read-only: the runs of every backend and precision share it)."""
+    def model_settings(self, model: str, gpu: str, backend: str | None = None) -> dict:
+        """The model config with the overrides of this backend, then of this GPU key's kind
+        and the key, merged in (read-only: the runs of every precision share it)."""
         _choice("model", model, self.models)
-        if (model, gpu) not in self._merged:
+        if (model, gpu, backend) not in self._merged:
             raw = self.models[model]
+            merged = {k: v for k, v in raw.items()
+                      if k not in ("device_overrides", "backend_overrides")}
+            if backend:
+                merged = deep_merge(merged, raw.get("backend_overrides", {}).get(backend, {}))
             overrides = raw.get("device_overrides", {})
-            merged = {k: v for k, v in raw.items() if k != "device_overrides"}
             for key in (self.gpus[gpu]["kind"], gpu):
                 merged = deep_merge(merged, overrides.get(key, {}))
-            self._merged[(model, gpu)] = merged
-        return self._merged[(model, gpu)]
+            self._merged[(model, gpu, backend)] = merged
+        return self._merged[(model, gpu, backend)]
 
     def seed_targets(self) -> list[tuple[str, str, str, str]]:
         """The configuration that reproduces each published table of each model's reference
@@ -280,7 +287,7 @@ class Settings:
     def _resolve(self, model: str, gpu: str, backend: str, precision: str) -> dict:
         self.check_key(model, gpu, backend, precision)
         backend_spec = BACKENDS[backend]
-        settings = self.model_settings(model, gpu)
+        settings = self.model_settings(model, gpu, backend)
         _check_batches(model, gpu, settings)
         return {
             "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
@@ -325,6 +332,7 @@ def _check_batches(model: str, gpu: str, settings: dict) -> None:
         "offline.batch_sizes": settings["offline"]["batch_sizes"],
         "online.batch_size": [settings["online"]["batch_size"]],
         "triton.preferred_batch_sizes": settings["triton"]["preferred_batch_sizes"],
+        "triton.trt_opt_batch_size": [settings["triton"].get("trt_opt_batch_size", 1)],
         "conversion.batch_size": [settings["conversion"]["batch_size"]],
         "accuracy.batch_size": [settings["accuracy"]["batch_size"]],
     }

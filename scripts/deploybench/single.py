@@ -33,7 +33,8 @@ def options(run: dict) -> runners.Options:
         input_dims=tuple(tuple(t["dims"]) for t in model["inputs"]),
         output_dims=tuple(tuple(t["dims"]) for t in model["outputs"]),
         output_dtypes=tuple(t["dtype"] for t in model["outputs"]),
-        opt_batch_size=max(triton.get("preferred_batch_sizes", [max_batch])),
+        opt_batch_size=triton.get("trt_opt_batch_size",
+                                  max(triton.get("preferred_batch_sizes", [max_batch]))),
         workspace_mb=triton.get("trt_workspace_mb", runners.Options.workspace_mb),
         compile_mode=model.get("compile_mode", "default"),
     )
