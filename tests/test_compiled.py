@@ -150,3 +150,25 @@ def test_served_variants_benchmark_applies_each_variant(built, tmp_path):
     assert "tft-tiny_0_1" not in (logs / "as-built" / "server.log").read_text()
     assert '"shm-default-byte-size":"4194304"' in (
         logs / "server_python_shm_default_byte_size-4194304" / "server.log").read_text()
+
+
+def test_an_exported_program_moves_to_another_device_with_its_asserts(tmp_path):
+    """BERT's integer inputs are cast inside the model: torch.export (on the CPU) asserts
+    their device there, which torch.compile and AOTInductor trace on the GPU (the H100 run
+    of 2026-11-24 failed so). The meta device stands in for a GPU here."""
+    import yaml
+
+    from deploybench.models import bert
+    from deploybench.runners.aoti import exported_on
+
+    hparams = yaml.safe_load((ROOT / "tests/config/models/bert-tiny.yaml").read_text())["hparams"]
+    x = tuple(torch.ones(2, hparams["max_seq_length"], dtype=torch.int32) for _ in range(3))
+    path = tmp_path / "model.pt2"
+    torch.export.save(_torch_export({"plugin": "bert"}, bert.build_model(hparams, None, 0), x),
+                      str(path))
+    meta = tuple(t.to("meta") for t in x)
+    with pytest.raises(Exception, match="Tensor device mismatch! Expected: cpu, Got: meta"):
+        torch.export.export(torch.export.load(str(path)).module().to("meta"), meta)
+    moved = exported_on(path, torch.device("meta")).module()
+    start, end = torch.export.export(moved, meta).module()(*meta)
+    assert start.device.type == "meta" and start.shape == end.shape == meta[0].shape
