@@ -13,10 +13,11 @@ box=$1
 shift
 cd "$(dirname "$0")/.."
 repo=$PWD
-# TORCH_LOGS: dynamo's recompiles and their guards in the server logs (torch-compile's
-# online levels did not settle on 2026-11-24)
+# TORCH_LOGS: dynamo's recompiles (and their guards), Inductor's reasons for skipping
+# CUDA graphs and its graph recordings, in the server logs (torch-compile's online levels
+# did not settle on 2026-11-24)
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 \
-    DEPLOYBENCH_PROFILE_EVERY=500 TORCH_LOGS=recompiles
+    DEPLOYBENCH_PROFILE_EVERY=500 TORCH_LOGS=recompiles,perf_hints,cudagraphs
 out=${OUT:-/tmp/out}
 work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
 mkdir -p "$out" "$work"
