@@ -27,7 +27,6 @@ if config.get("container"):
     container: config["container"]
 
 
-
 include: "rules/common.smk"
 include: "rules/source.smk"
 include: "rules/convert.smk"

@@ -90,9 +90,7 @@ def cluster_resources(step):
         **fixed,
         **{
             name: (
-                lambda wildcards, name=name: _job_resources(step, tuple(wildcards.items()))[
-                    name
-                ]
+                lambda wildcards, name=name: _job_resources(step, tuple(wildcards.items()))[name]
             )
             for name in per_job
         },

@@ -6,16 +6,16 @@ rule convert:
         exported=exported_path,
     output:
         out=cfg("converted/{converted}"),
-    params:
-        spec=spec("convert"),
-    resources:
-        **cluster_resources("convert"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/convert_{converted}.log"),
     benchmark:
         cfg("benchmarks/convert_{converted}.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("convert"),
+    params:
+        spec=spec("convert"),
     script:
         "../scripts/run_step.py"
 
@@ -49,16 +49,16 @@ rule conversion_check:
         eval_set=src("eval.npz"),
     output:
         out=cfg("conversion_check.csv"),
-    params:
-        spec=spec("conversion_check"),
-    resources:
-        **cluster_resources("conversion_check"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/conversion_check.log"),
     benchmark:
         cfg("benchmarks/conversion_check.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("conversion_check"),
+    params:
+        spec=spec("conversion_check"),
     script:
         "../scripts/run_step.py"
 
@@ -69,14 +69,14 @@ rule model_repository:
         conversion_check=cfg("conversion_check.csv"),
     output:
         out=directory(cfg("model_repository")),
+    log:
+        log=cfg("logs/model_repository.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("model_repository"),
     params:
         spec=spec("model_repository"),
         code=SERVED_CODE,
-    resources:
-        **cluster_resources("model_repository"),
-    conda:
-        "../envs/deploybench.yaml"
-    log:
-        log=cfg("logs/model_repository.log"),
     script:
         "../scripts/run_step.py"

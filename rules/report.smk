@@ -9,14 +9,14 @@ rule plots:
         offline_throughput=cfg("plots/offline_throughput.png"),
         offline_latency=cfg("plots/offline_latency.png"),
         online_latency=cfg("plots/online_latency.png"),
-    params:
-        spec=lambda w: json.dumps(key_of(w)),
-    resources:
-        **cluster_resources("plots"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/plots.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("plots"),
+    params:
+        spec=lambda w: json.dumps(key_of(w)),
     script:
         "../scripts/run_step.py"
 
@@ -38,14 +38,14 @@ rule configuration_report:
         weights=src("weights.pt"),
     output:
         out=cfg(layout.CONFIGURATION_REPORT),
-    params:
-        spec=lambda w: json.dumps({"run": run_of(w), "dataset": data_dir(w)}, sort_keys=True),
-    resources:
-        **cluster_resources("configuration_report"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/configuration_report.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("configuration_report"),
+    params:
+        spec=lambda w: json.dumps({"run": run_of(w), "dataset": data_dir(w)}, sort_keys=True),
     script:
         "../scripts/run_step.py"
 
@@ -55,6 +55,12 @@ rule model_report:
         configs=model_report_inputs,
     output:
         out=layout.MODEL_REPORT,
+    log:
+        log=f"{layout.MODEL}/logs/model_report.log",
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("model_report"),
     params:
         spec=lambda w: json.dumps(
             {
@@ -63,11 +69,5 @@ rule model_report:
                 "reference": SETTINGS.reference(w.model),
             }
         ),
-    resources:
-        **cluster_resources("model_report"),
-    conda:
-        "../envs/deploybench.yaml"
-    log:
-        log=f"{layout.MODEL}/logs/model_report.log",
     script:
         "../scripts/run_step.py"

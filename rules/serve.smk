@@ -13,19 +13,19 @@ rule accuracy:
     output:
         out_csv=cfg("accuracy.csv"),
         out_json=cfg("accuracy.json"),
-    params:
-        spec=spec("accuracy"),
-    threads: measuring_threads()
-    resources:
-        bench_slot=1,
-        **cluster_resources("accuracy"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/accuracy.log"),
         server_log=cfg("logs/accuracy_server.log"),
     benchmark:
         cfg("benchmarks/accuracy.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    threads: measuring_threads()
+    resources:
+        **cluster_resources("accuracy"),
+        bench_slot=1,
+    params:
+        spec=spec("accuracy"),
     script:
         "../scripts/run_step.py"
 
@@ -38,20 +38,20 @@ rule offline:
     output:
         out_csv=cfg("offline.csv"),
         out_json=cfg("offline.json"),
-    params:
-        spec=spec("offline"),
-    threads: measuring_threads()
-    resources:
-        bench_slot=1,
-        **cluster_resources("offline"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/offline.log"),
         perf_log=cfg("logs/offline_perf_analyzer.log"),
         server_log=cfg("logs/offline_server.log"),
     benchmark:
         cfg("benchmarks/offline.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    threads: measuring_threads()
+    resources:
+        **cluster_resources("offline"),
+        bench_slot=1,
+    params:
+        spec=spec("offline"),
     script:
         "../scripts/run_step.py"
 
@@ -60,17 +60,17 @@ use rule offline as online with:
     output:
         out_csv=cfg("online.csv"),
         out_json=cfg("online.json"),
-    params:
-        spec=spec("online"),
-    resources:
-        bench_slot=1,
-        **cluster_resources("online"),
     log:
         log=cfg("logs/online.log"),
         perf_log=cfg("logs/online_perf_analyzer.log"),
         server_log=cfg("logs/online_server.log"),
     benchmark:
         cfg("benchmarks/online.tsv")
+    resources:
+        **cluster_resources("online"),
+        bench_slot=1,
+    params:
+        spec=spec("online"),
 
 
 # What Triton and the python backend cost by themselves: an identity model with the
@@ -81,20 +81,20 @@ rule floor:
     output:
         out_csv=cfg("floor.csv"),
         out_json=cfg("floor.json"),
-    params:
-        spec=spec("floor"),
-    threads: measuring_threads()
-    resources:
-        bench_slot=1,
-        **cluster_resources("floor"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/floor.log"),
         perf_log=cfg("logs/floor_perf_analyzer.log"),
         server_log=cfg("logs/floor_server.log"),
     benchmark:
         cfg("benchmarks/floor.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    threads: measuring_threads()
+    resources:
+        **cluster_resources("floor"),
+        bench_slot=1,
+    params:
+        spec=spec("floor"),
     script:
         "../scripts/run_step.py"
 
@@ -106,17 +106,17 @@ rule native:
     output:
         out_csv=cfg("native.csv"),
         out_json=cfg("native.json"),
-    params:
-        spec=spec("native"),
-    threads: measuring_threads()
-    resources:
-        bench_slot=1,
-        **cluster_resources("native"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=cfg("logs/native.log"),
     benchmark:
         cfg("benchmarks/native.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    threads: measuring_threads()
+    resources:
+        **cluster_resources("native"),
+        bench_slot=1,
+    params:
+        spec=spec("native"),
     script:
         "../scripts/run_step.py"

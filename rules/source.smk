@@ -6,17 +6,17 @@ rule weights:
         checkpoint=checkpoint_files,
     output:
         out=src("weights.pt"),
-    params:
-        spec=export_spec,
-        code=plugin_code,
-    resources:
-        **cluster_resources("weights"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=src("logs/weights.log"),
     benchmark:
         src("benchmarks/weights.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("weights"),
+    params:
+        spec=export_spec,
+        code=plugin_code,
     script:
         "../scripts/run_step.py"
 
@@ -24,17 +24,17 @@ rule weights:
 rule generate_data:
     output:
         out=directory(src("data")),
-    params:
-        spec=export_spec,
-        code=plugin_code,
-    resources:
-        **cluster_resources("generate_data"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=src("logs/generate_data.log"),
     benchmark:
         src("benchmarks/generate_data.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("generate_data"),
+    params:
+        spec=export_spec,
+        code=plugin_code,
     script:
         "../scripts/run_step.py"
 
@@ -46,16 +46,16 @@ rule eval_set:
         data_files=data_files,
     output:
         out=src("eval.npz"),
-    params:
-        spec=export_spec,
-    resources:
-        **cluster_resources("eval_set"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=src("logs/eval_set.log"),
     benchmark:
         src("benchmarks/eval_set.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("eval_set"),
+    params:
+        spec=export_spec,
     script:
         "../scripts/run_step.py"
 
@@ -65,14 +65,14 @@ rule perf_data:
         eval_set=src("eval.npz"),
     output:
         out=src("perf_data.json"),
-    params:
-        spec=export_spec,
-    resources:
-        **cluster_resources("perf_data"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=src("logs/perf_data.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("perf_data"),
+    params:
+        spec=export_spec,
     script:
         "../scripts/run_step.py"
 
@@ -83,17 +83,17 @@ rule export:
         eval_set=src("eval.npz"),
     output:
         out=layout.export("{export_format}", "{exported}"),
-    params:
-        spec=any_export_spec,
-        format=lambda w, output: Path(output[0]).parent.name,
-    resources:
-        **cluster_resources("export"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=layout.export("{export_format}", "logs/{exported}.log"),
     benchmark:
         layout.export("{export_format}", "benchmarks/{exported}.tsv")
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("export"),
+    params:
+        spec=any_export_spec,
+        format=lambda w, output: Path(output[0]).parent.name,
     script:
         "../scripts/run_step.py"
 
@@ -126,15 +126,15 @@ rule sparse_export:
         data_files=data_files,
     output:
         out=directory(layout.sparse()),
-    params:
-        spec=split_export_spec,
-    resources:
-        **cluster_resources("sparse_export"),
-    conda:
-        "../envs/deploybench.yaml"
     log:
         log=f"{layout.EXPORT}/logs/sparse.log",
     benchmark:
         f"{layout.EXPORT}/benchmarks/sparse.tsv"
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("sparse_export"),
+    params:
+        spec=split_export_spec,
     script:
         "../scripts/run_step.py"

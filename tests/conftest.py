@@ -139,6 +139,10 @@ def check_measurements(run: Path, config: dict) -> None:
                 assert "--measurement-request-count" not in command, command
         # retries repeat a row
         assert [r for i, r in enumerate(ran) if i == 0 or r != ran[i - 1]] == wanted, ran
+        # where the step was, after each level, in its log
+        said = re.findall(rf"^{scenario} \([\w-]+\): (\d+)/(\d+) \(batch (\d+), ",
+                          (run / "logs" / f"{scenario}.log").read_text(), re.M)
+        assert said == [(str(i), str(len(wanted)), b) for i, (b, _) in enumerate(wanted, 1)]
         # the warm-up: once per shared-memory mode, before the sweep, at its largest row,
         # the window `warmup_windows` times as long
         warm = perf_commands(log, warm_up=True)

@@ -26,7 +26,7 @@ RUN = "results/tft-tiny/cpu/onnx_fp32"
 def built(tmp_path_factory):
     """One full default build of the tiny configuration (onnx, fp32, cpu)."""
     work = tmp_path_factory.mktemp("pipeline")
-    snakemake(work)
+    (work / "terminal.txt").write_text(snakemake(work).stderr)  # what the user saw
     return work
 
 
@@ -76,6 +76,10 @@ def test_full_build_produces_every_artifact(built, settings):
     assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in (
         built / "results/tft-tiny/README.md").read_text()
     assert (run / "benchmarks/offline.tsv").is_file()
+    # a measuring step says on the terminal where it is, level by level
+    terminal = (built / "terminal.txt").read_text()
+    assert "offline (tft-tiny): 1/2 (batch 1, concurrency 1, system shared memory)" in terminal
+    assert "online (tft-tiny): 2/2 (batch 1, concurrency 2, none shared memory)" in terminal
 
 
 def test_second_run_has_nothing_to_do(built):

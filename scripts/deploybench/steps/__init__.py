@@ -19,6 +19,8 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import progress
+
 # rule -> module:function. A rule that differs from another only by a folder output
 # (Snakemake's directory()) runs the same step.
 STEPS = {
@@ -66,9 +68,11 @@ def _output_to(log: Path):
     with open(log, "w") as f:
         os.dup2(f.fileno(), 1)
         os.dup2(f.fileno(), 2)
+        progress.terminal_fd = saved[1]  # a long step's progress lines reach the terminal
         try:
             yield
         finally:
+            progress.terminal_fd = None
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved[0], 1)

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import atomic, serving
+from ..progress import Progress
 from ..tables import require_accurate
 from ..tensors import numpy_dtype
 from ..triton import config as triton_config
@@ -78,9 +79,12 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
         perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
+        levels = Progress(f"{out_csv.stem} ({spec['key']['model']})", len(sweep))
         for row in sweep:
             rows.append(perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log))
+            levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
+                        f"{row.shared_memory} shared memory")
         cache = serving.cache_report(server)
     table = perf_analyzer.table(rows)
     report = {
