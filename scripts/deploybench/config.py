@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from .backends import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
-from .tables import REFERENCE_SERIES, reference_rows, reference_series
+from .tables import published_gpus, reference_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -245,8 +245,7 @@ class Settings:
             pairs = reference.get("pairs", {})
             rows = reference_rows(Path(reference["path"]), reference["document"],
                                   reference.get("where", {}))
-            for series, gpus in rows.groupby(REFERENCE_SERIES, dropna=False)["gpu_key"]:
-                name = reference_series(*series)
+            for name, gpus in published_gpus(rows).items():
                 if name not in pairs:
                     raise ConfigError(
                         f"model '{model}': the published table '{name}' of "
@@ -254,7 +253,7 @@ class Settings:
                         f"add e.g. \"{name}\": <backend>_<precision> (backends: "
                         f"{', '.join(self.models[model]['backends'])})")
                 backend, precision = pairs[name].rsplit("_", 1)
-                for gpu in sorted(set(gpus)):
+                for gpu in gpus:
                     self.check_key(model, gpu, backend, precision)
                     targets.append((model, gpu, backend, precision))
         return sorted(set(targets))

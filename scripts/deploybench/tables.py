@@ -84,6 +84,13 @@ def reference_series(backend, accelerator, precision) -> str:
     return f"{backend if plain else f'{backend} + {accelerator}'} {precision}"
 
 
+def published_gpus(rows: pd.DataFrame) -> dict[str, list[str]]:
+    """Each published table of `rows` (by reference_series) -> the GPU keys it was
+    measured on."""
+    return {reference_series(*series): sorted(set(keys)) for series, keys in
+            rows.groupby(REFERENCE_SERIES, dropna=False)["gpu_key"]}
+
+
 def require_passed(check_csv: Path) -> None:
     """Refuse to deploy a conversion whose check failed."""
     table = pd.read_csv(check_csv)

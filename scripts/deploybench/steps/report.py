@@ -15,6 +15,7 @@ from ..tables import (
     REFERENCE_SERIES,
     SHARED_MEMORY,
     THROUGHPUT,
+    published_gpus,
     read_perf,
     reference_rows,
     reference_series,
@@ -334,11 +335,12 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
         table[", ".join(labels) + " (reference)"] = values
     for readme in configs:
         folder = readme.parent
-        if layout.configuration_of(folder)["gpu"] == "cpu":
+        where = layout.configuration_of(folder)
+        if where["gpu"] == "cpu":
             continue
         ran = json.loads((folder / "offline.json").read_text())
-        backend = layout.configuration_of(folder)["backend"]
-        table[_column(folder)] = [_setting(read(ran, backend)) for _, read in _SETTINGS.values()]
+        table[_column(folder)] = [_setting(read(ran, where["backend"]))
+                                  for _, read in _SETTINGS.values()]
     return table
 
 
@@ -415,10 +417,9 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
     if reference and reference.get("pairs"):
         rows = reference_rows(Path(reference["path"]), reference["document"],
                               reference.get("where", {}))
-        gpus = {reference_series(*series): ", ".join(sorted(set(keys))) for series, keys in
-                rows.groupby(REFERENCE_SERIES, dropna=False)["gpu_key"]}
+        gpus = published_gpus(rows)
         pairs = pd.DataFrame([{"Published table": name, "Configuration": config,
-                               "GPU keys": gpus.get(name, "")}
+                               "GPU keys": ", ".join(gpus.get(name, []))}
                               for name, config in reference["pairs"].items()])
         text += ("\n\n## The configurations that reproduce the published tables\n\n"
                  "`snakemake seeds` builds each on the GPU keys of its tables.\n\n"
