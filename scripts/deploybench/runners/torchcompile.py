@@ -50,6 +50,12 @@ class CompiledRunner(TorchRunner):
                   for t in tensors]
         first = bucket not in self.first_calls
         start = time.perf_counter()
+        if self.aliased:
+            # Each call a new generation of Inductor's CUDA-graph trees: the last call's
+            # outputs were copied out (run_tensors, __call__), so the next bucket replays
+            # its own graph from the tree's root, where a still-referenced output would make
+            # the trees record a new graph below it (buckets alternate in online runs).
+            torch.compiler.cudagraph_mark_step_begin()
         result = super()._forward(padded)
         if first:  # compile or CUDA-graph recording: said where a server logs it
             if self.device.type == "cuda":
