@@ -119,7 +119,8 @@ def measure(spec: dict, repository: Path, variant: str, rows: list, perf_data: P
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("key", nargs=4, metavar=("MODEL", "GPU", "BACKEND", "PRECISION"))
+    for field in ("model", "gpu", "backend", "precision"):
+        parser.add_argument(field)
     parser.add_argument("--configfile", action="append", default=[])
     parser.add_argument("--batches", type=int, nargs="+", default=[1])
     parser.add_argument("--modes", nargs="+", default=["system"])
@@ -128,7 +129,8 @@ def main() -> None:
                         help="the pipeline's working directory (default: here)")
     parser.add_argument("--csv", type=Path, help="also write the table there")
     args = parser.parse_args()
-    spec = run_spec(args.configfile, tuple(args.key))
+    key = (args.model, args.gpu, args.backend, args.precision)
+    spec = run_spec(args.configfile, key)
     folder = args.directory / layout.fill(layout.CONFIGURATION, **spec["key"])
     repository = folder / "model_repository"
     perf_data = args.directory / layout.fill(layout.source("perf_data.json"),
@@ -152,7 +154,7 @@ def main() -> None:
     table["latency / as-built"] = [
         row["avg ms"] / base.loc[(row["batch"], row["mode"]), "avg ms"]
         for _, row in table.iterrows()]
-    print(" ".join(args.key))
+    print(" ".join(key))
     print(table.round(3).to_string(index=False))
     if args.csv:
         table.round(4).to_csv(args.csv, index=False)

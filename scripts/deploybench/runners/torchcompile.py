@@ -44,6 +44,10 @@ class CompiledRunner(TorchRunner):
 
     def _forward(self, tensors: list) -> tuple:
         torch = self.torch
+        # On the device outside inference mode: ordinary tensors whichever way they came
+        # (host arrays, packed upload, DLPack); an inference tensor fails dynamo's
+        # dispatch-key guard and compiles the model a second time (seen on an H100).
+        tensors = self.to_device(tensors)
         n = tensors[0].shape[0]
         bucket = next(b for b in self.buckets if b >= n)
         padded = [t if n == bucket else torch.cat([t, t.new_zeros((bucket - n, *t.shape[1:]))])
