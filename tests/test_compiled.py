@@ -172,3 +172,30 @@ def test_an_exported_program_moves_to_another_device_with_its_asserts(tmp_path):
     moved = exported_on(path, torch.device("meta")).module()
     start, end = torch.export.export(moved, meta).module()(*meta)
     assert start.device.type == "meta" and start.shape == end.shape == meta[0].shape
+
+
+def test_an_fp32_exported_program_runs_in_fp16(tmp_path):
+    """torch.export asserts the FP32 dtype of each cast's floating input; the FP16 module
+    must not fail them (FastPitch's did on the H100, 2026-11-24), its integer ones stay."""
+    from deploybench.runners.aoti import for_device
+    from deploybench.runners.base import Options
+
+    class Casts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.arange(4.0))
+
+        def forward(self, x, n):
+            return (x * self.w).to(torch.float32).sum(-1) + n.float()
+
+    x, n = torch.ones(2, 4), torch.tensor([1, 2])
+    path = tmp_path / "model.pt2"
+    torch.export.save(torch.export.export(Casts(), (x, n)), str(path))
+    with pytest.raises(Exception, match="Tensor dtype mismatch"):
+        torch.export.load(str(path)).module().half()(x.half(), n)
+    module, (hx, hn) = for_device(path, Options(inputs=("x", "n"), precision="fp16"))
+    assert hx.dtype == torch.float16 and hn.dtype == torch.int64
+    out = module(hx, hn)
+    assert out.dtype == torch.float32 and out.tolist() == [7.0, 8.0]
+    with pytest.raises(Exception, match="Tensor dtype mismatch"):
+        module(hx, n.int())  # the integer input's assert kept
