@@ -29,6 +29,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from deploybench.provenance import DifferentDevices  # noqa: E402
 from deploybench.steps.report import markdown_table, served_vs_native  # noqa: E402
 from deploybench.tables import SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
 
@@ -81,9 +82,14 @@ def main() -> None:
     if not runs:
         sys.exit(f"no configuration with offline.csv and native.csv under "
                  f"{args.results}/*/{args.gpu}/: build them first (README: GPU runs)")
-    table = pd.DataFrame([
-        row for run in runs for row in configuration_rows(
-            run, "/".join(p for p in run.relative_to(args.results).parts if p != args.gpu))])
+    rows = []
+    for run in runs:
+        name = "/".join(p for p in run.relative_to(args.results).parts if p != args.gpu)
+        try:
+            rows += configuration_rows(run, name)
+        except DifferentDevices as refused:
+            print(f"{name}: left out, {refused}", file=sys.stderr)
+    table = pd.DataFrame(rows)
     print(markdown_table(table))
     print(f"\nserved/native at max batch >= 0.90: "
           f"{(table['served/native'] >= 0.9).sum()} of {len(table)} rows")

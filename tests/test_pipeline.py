@@ -1,6 +1,8 @@
 """Real Snakemake runs of the tiny TFT configuration through the real Triton and
 perf_analyzer, and the incremental behaviour of re-runs."""
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -13,7 +15,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY, check_measurements, planned_jobs, snakemake
+from deploybench import provenance
 from deploybench.config import deep_merge
+from deploybench.steps.report import served_vs_native, served_vs_native_table
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
 
@@ -56,6 +60,8 @@ def test_full_build_produces_every_artifact(built, settings):
         lock = json.loads((run / f"{scenario}.json").read_text())["provenance"]["device_lock"]
         assert lock["device"] == "cpu" and lock["released_at"] > lock["acquired_at"]
 
+    check_provenance(built, run)
+
     report = json.loads((run / "offline.json").read_text())
     assert report["perf_analyzer_settings"]["shared_memory"] == ["system"]
     assert report["perf_analyzer_settings"]["stability_percentage"] == 60
@@ -80,6 +86,41 @@ def test_full_build_produces_every_artifact(built, settings):
     terminal = (built / "terminal.txt").read_text()
     assert "offline (tft-tiny): 1/2 (batch 1, concurrency 1, system shared memory)" in terminal
     assert "online (tft-tiny): 2/2 (batch 1, concurrency 2, none shared memory)" in terminal
+
+
+def check_provenance(work: Path, run: Path) -> None:
+    """What each measurement ran on: the CPU by model, the project's commit, the package
+    list kept once under its hash; served and native on one device."""
+    prov = {s: json.loads((run / f"{s}.json").read_text())["provenance"]
+            for s in ("offline", "native")}
+    cpu = next(line.split(":", 1)[1].strip() for line in
+               Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
+    for p in prov.values():
+        assert p["cpu"] == cpu and p["cpus"] == os.cpu_count() and p["device"] == "cpu"
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+        assert p["project"]["commit"] == commit
+        packages = work / "results/packages" / f"{p['installed_packages']}.txt"
+        text = packages.read_text()
+        assert hashlib.sha256(text.encode()).hexdigest()[:16] == p["installed_packages"]
+        assert f"snakemake=={importlib.metadata.version('snakemake')}" in text.splitlines()
+    assert len(list((work / "results/packages").iterdir())) == 1  # one list for the run
+    assert provenance.same_device(prov["offline"], prov["native"]) is None
+
+
+def test_served_over_native_is_refused_across_devices(built, tmp_path):
+    """A native table measured on another machine is not divided into the served one."""
+    for name in ("offline.csv", "offline.json", "native.csv", "native.json"):
+        (tmp_path / name).write_bytes((built / RUN / name).read_bytes())
+    ratio = served_vs_native(tmp_path / "offline.csv", tmp_path / "native.csv")
+    assert len(ratio) == 2 and (ratio["served/native"] > 0).all()
+    native = json.loads((tmp_path / "native.json").read_text())
+    native["provenance"]["host"] = "another-node"
+    (tmp_path / "native.json").write_text(json.dumps(native))
+    with pytest.raises(provenance.DifferentDevices, match="host .* against 'another-node'"):
+        served_vs_native(tmp_path / "offline.csv", tmp_path / "native.csv")
+    assert "served/native not computed" in served_vs_native_table(
+        tmp_path / "offline.csv", tmp_path / "native.csv")
 
 
 def test_second_run_has_nothing_to_do(built):

@@ -7,6 +7,7 @@
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
         native.csv, plots/, README.md, logs/, benchmarks/, history/
     results/<model>/README.md          the model report
+    results/packages/<sha>.txt         an installed package list, named by its hash
 
 Patterns carry Snakemake's wildcards (`{model}`, `{gpu}`, ...); `fill` gives one path.
 """
@@ -22,6 +23,8 @@ EXPORT = f"{MODEL}/export"
 CONFIGURATION = f"{MODEL}/{{gpu}}/{{backend}}_{{precision}}"
 MODEL_REPORT = f"{MODEL}/README.md"
 CONFIGURATION_REPORT = "README.md"  # inside a configuration folder
+# The installed packages a measurement ran with, by the hash its provenance records
+PACKAGES = "results/packages/{sha}.txt"
 
 # Outputs that are folders (Snakemake's directory()): a SavedModel, an ensemble's
 # converted parts, the generated data, the sparse storage, a Triton model repository.

@@ -6,9 +6,22 @@ import datetime as dt
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
+import subprocess
+from functools import lru_cache
+from pathlib import Path
 
-from .device import query_gpus
+from . import atomic, layout
+from .device import measured_device, query_gpus
+
+PROJECT = Path(__file__).resolve().parents[2]
+# nvidia-smi's fields for each GPU (keys of the provenance's "gpus" entries)
+GPU_FIELDS = {"name": "name", "uuid": "uuid", "driver": "driver_version",
+              "memory": "memory.total", "power_limit": "power.limit",
+              "max_sm_clock": "clocks.max.sm", "max_memory_clock": "clocks.max.memory",
+              "persistence": "persistence_mode", "mig": "mig.mode.current",
+              "ecc": "ecc.mode.current"}
 
 
 def config_hash(run: dict) -> str:
@@ -23,10 +36,71 @@ def _version(package: str) -> str | None:
 
 
 def _nvidia_smi() -> dict:
-    gpus = query_gpus("name,driver_version,memory.total")
-    if not gpus:
-        return {}
-    return {"gpus": [{"name": g[0], "driver": g[1], "memory": g[2]} for g in gpus if len(g) == 3]}
+    gpus = query_gpus(",".join(GPU_FIELDS.values()))
+    return {"gpus": [dict(zip(GPU_FIELDS, g)) for g in gpus if len(g) == len(GPU_FIELDS)]
+            } if gpus else {}
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what Python knows ("x86_64")."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_revision(root: Path = PROJECT) -> dict | None:
+    """The project's commit and whether its tracked files differ from it; None outside
+    a git checkout (an installed copy)."""
+    def git(*args: str) -> str | None:
+        try:
+            result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                                    text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return result.stdout if result.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit.strip(), "dirty": bool(status and status.strip())}
+
+
+@lru_cache(maxsize=1)
+def installed_packages() -> tuple[str, str]:
+    """Every installed distribution as sorted `name==version` lines, and their hash."""
+    lines = sorted({f"{d.metadata['Name']}=={d.version}"
+                    for d in importlib.metadata.distributions() if d.metadata["Name"]},
+                   key=str.lower)
+    text = "\n".join(lines) + "\n"
+    return text, hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def keep_packages() -> str:
+    """The package list written once under its hash (results/packages/); the hash."""
+    text, sha = installed_packages()
+    path = Path(layout.fill(layout.PACKAGES, sha=sha))
+    if not path.exists():
+        with atomic.output(path) as tmp:
+            tmp.write_text(text)
+    return sha
+
+
+class DifferentDevices(ValueError):
+    """Two measurements to be compared were made on different devices."""
+
+
+def same_device(a: dict, b: dict) -> str | None:
+    """None when two provenances were measured on one device (the host, the device the
+    step used: a GPU's UUID or "cpu", the CPU model; fields both record), else what
+    differs: served/native across two machines would compare the machines."""
+    differ = [f"{k} {a[k]!r} against {b[k]!r}" for k in ("host", "device", "cpu")
+              if a.get(k) is not None and b.get(k) is not None and a[k] != b[k]]
+    return "measured on different devices: " + "; ".join(differ) if differ else None
 
 
 def collect(run: dict, server_metadata: dict | None = None, device_check: dict | None = None,
@@ -35,8 +109,11 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
     info = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
         "python": platform.python_version(),
+        "project": git_revision(),
+        "installed_packages": keep_packages(),
         "config_hash": config_hash(run),
         "key": run["key"],
         "packages": {p: _version(p) for p in
@@ -57,6 +134,7 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
         info["perf_analyzer"] = f"tritonclient {_version('tritonclient')} wheel"
     if device_check:
         info["device_check"] = device_check
+        info["device"] = measured_device(device_check)
     if server:
         info["server"] = server
     return info

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, layout, source_model
+from .. import atomic, layout, provenance, source_model
 from ..tables import (
     COMPONENT_SUM,
     DEVICE_THROUGHPUT,
@@ -40,6 +40,9 @@ def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
     """Offline rows beside the native figure of the same data path: host arrays for
     system shared memory, device-resident tensors for CUDA shared memory (where the
     runner has them)."""
+    mismatch = provenance.same_device(*(_provenance(p) for p in (offline_csv, native_csv)))
+    if mismatch:
+        raise provenance.DifferentDevices(f"served/native not computed: {mismatch}")
     served = read_perf(offline_csv)[["Batch", SHARED_MEMORY, THROUGHPUT]]
     native = pd.read_csv(native_csv)
     column = {"system": THROUGHPUT, "cuda": DEVICE_THROUGHPUT}
@@ -52,6 +55,19 @@ def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
     served["served/native"] = (served[f"{THROUGHPUT} served"]
                                / served[f"{THROUGHPUT} native"]).round(3)
     return served.dropna(subset=[f"{THROUGHPUT} native"])
+
+
+def _provenance(csv: Path) -> dict:
+    """The provenance a table's JSON records (empty where it has none)."""
+    path = Path(csv).with_suffix(".json")
+    return json.loads(path.read_text()).get("provenance", {}) if path.is_file() else {}
+
+
+def served_vs_native_table(offline_csv: Path, native_csv: Path) -> str:
+    try:
+        return markdown_table(served_vs_native(offline_csv, native_csv))
+    except provenance.DifferentDevices as refused:
+        return f"**{refused}**"
 
 
 def at_max_batch(ratio: pd.DataFrame) -> pd.Series:
@@ -186,7 +202,7 @@ device (`native.csv`), against the offline scenario through Triton: system share
 against the runner with host arrays in and out, CUDA shared memory against it with the
 tensors already on the device (its compute limit).
 
-{markdown_table(served_vs_native(files["offline"], files["native"]))}
+{served_vs_native_table(files["offline"], files["native"])}
 
 {markdown_table(pd.read_csv(files["native"]))}
 
@@ -400,7 +416,11 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
         best = offline.loc[offline[THROUGHPUT].idxmax()]
         where = layout.configuration_of(folder)
         gpu, config = where["gpu"], where["name"]
-        ratio = at_max_batch(served_vs_native(folder / "offline.csv", folder / "native.csv"))
+        try:
+            ratio = at_max_batch(served_vs_native(folder / "offline.csv",
+                                                  folder / "native.csv"))
+        except provenance.DifferentDevices:  # the configuration's report says why
+            ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
         rows.append({
             "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
             "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
