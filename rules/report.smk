@@ -55,6 +55,8 @@ rule model_report:
         configs=model_report_inputs,
     output:
         out=layout.MODEL_REPORT,
+        offline_frontier=f"{layout.MODEL}/plots/offline_frontier.png",
+        online_frontier=f"{layout.MODEL}/plots/online_frontier.png",
     log:
         log=f"{layout.MODEL}/logs/model_report.log",
     conda:

@@ -79,8 +79,12 @@ def test_full_build_produces_every_artifact(built, settings):
             "warm-up of 2 windows |") in readme
     assert ("| perf_analyzer online | HTTP, shared memory none, 10 requests a window, "
             "warm-up of 2 windows |") in readme
-    assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in (
-        built / "results/tft-tiny/README.md").read_text()
+    model_readme = (built / "results/tft-tiny/README.md").read_text()
+    assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in model_readme
+    for scenario in ("offline", "online"):  # throughput against latency, linked
+        assert f"![{scenario} frontier](plots/{scenario}_frontier.png)" in model_readme
+        png = built / f"results/tft-tiny/plots/{scenario}_frontier.png"
+        assert png.read_bytes()[:4] == b"\x89PNG"
     assert (run / "benchmarks/offline.tsv").is_file()
     # a measuring step says on the terminal where it is, level by level
     terminal = (built / "terminal.txt").read_text()

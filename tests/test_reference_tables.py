@@ -155,8 +155,13 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
     reference = settings.reference("bert")
     configs = sorted((ROOT / "results" / "bert" / "h100").glob("*/README.md"))
     out = tmp_path / "README.md"
-    model_report({"model": "bert", "title": "BERT", "reference": reference}, configs, out)
+    model_report({"model": "bert", "title": "BERT", "reference": reference}, configs, out,
+                 tmp_path / "plots/offline_frontier.png", tmp_path / "plots/online_frontier.png")
     text = out.read_text()
+    for scenario in ("offline", "online"):
+        assert f"![{scenario} frontier](plots/{scenario}_frontier.png)" in text
+        png = (tmp_path / f"plots/{scenario}_frontier.png").read_bytes()
+        assert png[:4] == b"\x89PNG"
     section = text.split("## Where this model is not run as its reference ran it\n\n")[1]
     listed = [line[2:] for line in section.split("\n\n")[0].splitlines()]
     assert listed == reference["differences"]
@@ -222,3 +227,30 @@ def test_settings_of_the_published_tables_sit_beside_what_ran():
     assert ours["Request count (offline)"] == str(
         ran["perf_analyzer_settings"]["measurement_request_count"])
     assert ours["TensorRT CUDA graphs"] == ""  # not a TensorRT configuration
+
+
+def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():
+    """Each configuration's sweep in order, its average latency the components' sum; an
+    H100 (no published row of its own) beside every published table, dashed."""
+    import yaml
+
+    from deploybench.config import Settings
+    from deploybench.steps.report import frontier_lines
+    from deploybench.tables import COMPONENTS, read_perf
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    folder = ROOT / "results" / "tft" / "h100" / "ts-trace-cg_fp16"
+    for scenario, order in (("offline", "Batch"), ("online", "Concurrency")):
+        lines = frontier_lines([folder / "README.md"], settings.reference("tft"), scenario)
+        ours = [rows for gpu, label, published, rows in lines
+                if label == "h100 ts-trace-cg_fp16"]
+        assert len(ours) == 1 and list(ours[0][order]) == sorted(ours[0][order])
+        measured = read_perf(folder / f"{scenario}.csv").sort_values(order)
+        assert np.allclose(ours[0]["Inferences/Second"], measured["Inferences/Second"])
+        assert np.allclose(ours[0]["avg latency (ms)"], measured[COMPONENTS].sum(axis=1),
+                           atol=2e-3)
+        published = [(gpu, label) for gpu, label, dashed, _ in lines if dashed]
+        assert all(gpu == "h100" for gpu, _ in published)
+        labels = {label for _, label in published}
+        assert "a100 NVIDIA TensorRT FP16 (reference)" in labels and len(labels) == len(published)
+        assert {label.split()[0] for label in labels} == {"a30", "a100", "v100", "t4"}

@@ -6,7 +6,7 @@
     results/<model>/<gpu>/<backend>_<precision>/   one configuration: converted/,
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
         native.csv, plots/, README.md, logs/, benchmarks/, history/
-    results/<model>/README.md          the model report
+    results/<model>/README.md          the model report (+ plots/: its frontiers)
     results/packages/<sha>.txt         an installed package list, named by its hash
 
 Patterns carry Snakemake's wildcards (`{model}`, `{gpu}`, ...); `fill` gives one path.

@@ -1,5 +1,6 @@
 """The reference documents' plots: throughput and latency vs batch (offline), and latency
-vs concurrency with the latency components stacked (online)."""
+vs concurrency with the latency components stacked (online); and a model's frontiers:
+throughput against latency, one line per configuration, published rows dashed."""
 
 from __future__ import annotations
 
@@ -57,15 +58,53 @@ def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path
     _save(fig, latency_png)
 
 
+MAX_BAR_LABELS = 12  # a sweep of 32 levels labels every third bar
+
+
 def online_plot(csv: Path, title: str, latency_png: Path) -> None:
     table = pd.read_csv(csv).sort_values("Concurrency")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bottom = None
-    x = table["Concurrency"].astype(str)
+    x = range(len(table))
     for col in COMPONENTS:
         ax.bar(x, table[col], bottom=bottom, label=col.replace(" (ms)", ""))
         bottom = table[col] if bottom is None else bottom + table[col]
+    step = -(-len(table) // MAX_BAR_LABELS)
+    ax.set_xticks(list(x)[::step], [str(c) for c in table["Concurrency"]][::step])
     ax.set(xlabel="Concurrency", ylabel="Latency (ms)",
            title=f"Latency components vs concurrency: {title}")
     ax.legend(fontsize="small")
     _save(fig, latency_png)
+
+
+# The latencies a frontier is drawn against, one panel each
+FRONTIER_LATENCIES = ("p99 latency (ms)", "avg latency (ms)")
+
+
+def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: str,
+                  title: str, out: Path) -> None:
+    """Throughput against latency, one row of panels per GPU key: `lines` are (GPU key,
+    label, published, rows in sweep order); published ones dashed. Each point is a batch
+    (offline) or a concurrency (online) of its line."""
+    gpus = list(dict.fromkeys(gpu for gpu, *_ in lines)) or ["none"]
+    fig, axes = plt.subplots(len(gpus), len(FRONTIER_LATENCIES), squeeze=False,
+                             figsize=(11, 3.8 * len(gpus)))
+    for row, gpu in zip(axes, gpus):
+        for ax, latency in zip(row, FRONTIER_LATENCIES):
+            panel = [line for line in lines if line[0] == gpu]
+            colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
+            for i, (_, label, published, rows) in enumerate(panel):
+                ax.plot(rows[latency], rows[THROUGHPUT], marker="o", markersize=3,
+                        linestyle="--" if published else "-", label=label,
+                        color=colors(i % 20))
+            ax.set_xscale("log")  # latencies from a batch of one to a full online queue
+            ax.set(xlabel=latency, ylabel="Inferences/second",
+                   title=f"{gpu}, {scenario}: throughput vs {latency.split()[0]} latency")
+            ax.grid(alpha=0.3)
+        if row[0].get_lines():
+            row[-1].legend(handles=row[0].get_lines(), fontsize="x-small", loc="upper left",
+                           bbox_to_anchor=(1.02, 1))
+    if not lines:
+        axes[0][0].text(0.5, 0.5, "no GPU or CPU measurements yet", ha="center")
+    fig.suptitle(title)
+    _save(fig, out)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, provenance, source_model
+from ..cluster import CPU_KEY
 from ..tables import (
     COMPONENT_SUM,
     DEVICE_THROUGHPUT,
@@ -20,6 +21,7 @@ from ..tables import (
     reference_rows,
     reference_series,
 )
+from .plots import frontier_plot
 
 
 def markdown_table(table: pd.DataFrame) -> str:
@@ -401,7 +403,39 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
     return table.sort_values(keys)
 
 
-def model_report(spec: dict, configs: list[Path], out: Path) -> None:
+def frontier_lines(configs: list[Path], reference: dict | None, scenario: str) -> list:
+    """The lines of a scenario's frontier plot (plots.frontier_plot): each configuration's
+    rows per shared-memory mode (`avg latency (ms)` the sum of components, as the published
+    tables have it); beside a GPU key's, its published tables, or where it has none (an
+    H100) every published table, labelled with its GPU."""
+    order = "Batch" if scenario == "offline" else "Concurrency"
+    lines = []
+    for readme in configs:
+        folder = readme.parent
+        if not (folder / f"{scenario}.csv").is_file():
+            continue
+        measured = read_perf(folder / f"{scenario}.csv")
+        measured["avg latency (ms)"] = measured[COMPONENT_SUM]
+        gpu = layout.configuration_of(folder)["gpu"]
+        for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
+            label = _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)")
+            lines.append((gpu, label, False, rows.sort_values(order)))
+    if not reference:
+        return lines
+    ref = _reference_rows(Path(reference["path"]), reference["document"],
+                          reference.get("where", {}), scenario)
+    published = [(series, rows.sort_values(order)) for series, rows in
+                 ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False)]
+    for gpu in dict.fromkeys(gpu for gpu, *_ in lines):
+        if gpu == CPU_KEY:  # no published row ran on a CPU
+            continue
+        own = [(series, rows) for series, rows in published if series[0] == gpu]
+        lines += [(gpu, _series_label(series), True, rows) for series, rows in own or published]
+    return lines
+
+
+def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
+                 online_frontier: Path) -> None:
     """Every configuration of a model built so far (best offline throughput, lowest online
     latency, serving overhead) with links to their reports, and where the model has a
     reference table, GPU results beside the published ones. `configs`: the configuration
@@ -434,6 +468,16 @@ def model_report(spec: dict, configs: list[Path], out: Path) -> None:
     text = (f"# {spec['title']}: results\n\nEvery configuration of `{spec['model']}` built "
             "so far.\n\n")
     text += markdown_table(table) if rows else "Nothing built yet."
+    for scenario, png in (("offline", offline_frontier), ("online", online_frontier)):
+        frontier_plot(frontier_lines(configs, reference, scenario), scenario,
+                      spec["title"], png)
+    text += ("\n\n## Throughput against latency\n\nEach configuration's offline sweep (a "
+             "point per batch) and online sweep (a point per concurrency) against p99 and "
+             "average latency, per GPU key; the published tables of the same GPU keys "
+             "dashed.\n\n"
+             + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
+                             for s, png in (("offline", offline_frontier),
+                                            ("online", online_frontier))))
     if reference and reference.get("pairs"):
         rows = reference_rows(Path(reference["path"]), reference["document"],
                               reference.get("where", {}))
