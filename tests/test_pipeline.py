@@ -5,6 +5,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -61,6 +62,13 @@ def test_full_build_produces_every_artifact(built, settings):
         assert lock["device"] == "cpu" and lock["released_at"] > lock["acquired_at"]
 
     check_provenance(built, run)
+    for scenario, table in (("offline", offline), ("online", online)):  # a load per level
+        loads = json.loads((run / f"{scenario}.json").read_text())["host_load"]
+        assert [(x["Batch"], x["Concurrency"]) for x in loads] == list(
+            zip(table["Batch"], table["Concurrency"]))
+        assert all(x["other_cpu_cores"] >= 0 and x["host_cpus"] == os.cpu_count()
+                   and x["contended"] == (x["other_cpu_cores"] > 0.5) for x in loads)
+    assert "other_cpu_cores" in json.loads((run / "native.json").read_text())["host_load"]
 
     report = json.loads((run / "offline.json").read_text())
     assert report["perf_analyzer_settings"]["shared_memory"] == ["system"]
@@ -75,6 +83,8 @@ def test_full_build_produces_every_artifact(built, settings):
     assert "| Inferences/Second |" in readme.replace("Batch | Concurrency ", "")
     assert "seeded random initialisation (seed 0)" in readme
     assert "](plots/online_latency.png)" in readme
+    assert "## Host load" in readme and "ran beside other load" in readme.replace(
+        "No measurement ran", "ran")
     assert ("| perf_analyzer offline | HTTP, shared memory system, 10 requests a window, "
             "warm-up of 2 windows |") in readme
     assert ("| perf_analyzer online | HTTP, shared memory none, 10 requests a window, "
@@ -125,6 +135,31 @@ def test_served_over_native_is_refused_across_devices(built, tmp_path):
         served_vs_native(tmp_path / "offline.csv", tmp_path / "native.csv")
     assert "served/native not computed" in served_vs_native_table(
         tmp_path / "offline.csv", tmp_path / "native.csv")
+
+
+def test_repeats_keep_the_median_run_and_say_how_far_runs_spread(built, tmp_path):
+    """perf.repeats: 3 fresh perf_analyzer runs a level; the table keeps the median one."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    extra = tmp_path / "repeats.yaml"
+    extra.write_text(yaml.safe_dump({"perf_overrides": {"cpu": {"repeats": 3}}}))
+    # both config files in one option (a second --configfile would replace the first)
+    snakemake(work, f"{RUN}/offline.csv", f"{RUN}/README.md", "--configfile", str(TINY),
+              str(extra))
+    offline = pd.read_csv(work / RUN / "offline.csv")
+    noise = json.loads((work / RUN / "offline.json").read_text())["repeats"]
+    assert [(n["Batch"], n["Concurrency"]) for n in noise] == list(
+        zip(offline["Batch"], offline["Concurrency"]))
+    for level, kept in zip(noise, offline["Inferences/Second"]):
+        runs = level["runs"]
+        assert len(runs) == 3 and level["median"] == sorted(runs)[1]
+        assert abs(kept - level["median"]) < 0.01  # the median run is the table's row
+        assert min(runs) <= level["ci95"][0] <= level["median"] <= level["ci95"][1] <= max(runs)
+        span = (max(runs) - min(runs)) / level["median"] * 100
+        assert abs(level["range_pct"] - span) < 0.01 and level["noisy"] == (span > 60)
+    readme = (work / RUN / "README.md").read_text()
+    assert "## Noise" in readme and "3 runs a level" in readme
+    assert "looser than perf_analyzer's and the references' 10 %" in readme
 
 
 def test_second_run_has_nothing_to_do(built):

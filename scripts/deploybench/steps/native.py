@@ -19,15 +19,17 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, atomic, device, locks, provenance, source_model
+from ..host_load import HostLoad
 from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
 
 def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path,
            min_seconds: float = 2.0) -> None:
     checked = device.check(spec["gpu"], spec["allow_gpu_mismatch"])
-    with locks.device_lock(device.measured_device(checked)) as held:
+    with locks.device_lock(device.measured_device(checked)) as held, HostLoad() as load:
         table, first_calls = _measure(spec, converted, eval_set, min_seconds)
     report = {"min_seconds": min_seconds, "first_call_s": first_calls,
+              "host_load": load.result,
               "provenance": {**provenance.collect(spec, device_check=checked),
                              "device_lock": held}}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import atomic, serving
+from ..host_load import HostLoad
 from ..progress import Progress
-from ..tables import require_accurate
+from ..repeats import median_run, spread
+from ..tables import SHARED_MEMORY, THROUGHPUT, require_accurate
 from ..tensors import numpy_dtype
 from ..triton import config as triton_config
 from ..triton import perf_analyzer
@@ -74,15 +76,24 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
                 work: Path) -> None:
     config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
-    rows = []
+    rows, loads, noise = [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
         perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
         levels = Progress(f"{out_csv.stem} ({spec['key']['model']})", len(sweep))
+        repeats = spec["perf"].get("repeats", 1)
         for row in sweep:
-            rows.append(perf_analyzer.measure(spec, scenario, server, row, data_json, work,
-                                              log))
+            level = {"Batch": row.batch, "Concurrency": row.concurrency,
+                     SHARED_MEMORY: row.shared_memory}
+            with HostLoad() as load:
+                runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
+                                              log) for _ in range(repeats)]
+            rows.append(median_run(runs))
+            loads.append({**level, **load.result})
+            if repeats > 1:
+                noise.append({**level, **spread([r[THROUGHPUT] for r in runs],
+                                                 spec["perf"]["stability_percentage"])})
             levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
                         f"{row.shared_memory} shared memory")
         cache = serving.cache_report(server)
@@ -97,6 +108,8 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                                    "batching": "static" if scenario == "offline" else "dynamic"},
         "triton": spec["model"]["triton"],
         **cache,
+        "host_load": loads,
+        **({"repeats": noise} if noise else {}),
         "provenance": prov,
     }
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from .. import atomic, layout, provenance, source_model
 from ..cluster import CPU_KEY
+from ..host_load import CONTENDED_CORES
 from ..tables import (
     COMPONENT_SUM,
     DEVICE_THROUGHPUT,
@@ -161,8 +162,7 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
                           f"({run['server']['kind']}, {_served_by(prov)})"),
         ("perf_analyzer", prov.get("perf_analyzer")),
-        ("perf_analyzer stability", f"{run['perf']['stability_percentage']} %, "
-                                    f"{run['perf']['max_trials']} trials"),
+        ("perf_analyzer stability", _stability(run["perf"])),
         ("Measured", prov["date"]),
         ("Config hash", prov["config_hash"]),
     ]
@@ -228,6 +228,10 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
 
 {markdown_table(read_perf(files["online"]))}
 
+{_noise(offline_report, online_report)}## Host load
+
+{_host_load(offline_report, online_report, json.loads(Path(native_json).read_text()))}
+
 ## Provenance
 
 ```json
@@ -236,6 +240,55 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
 """
     with atomic.output(out) as tmp:
         tmp.write_text(text)
+
+
+# perf_analyzer's own stability criterion, which every reference document kept
+PERF_ANALYZER_STABILITY = 10
+
+
+def _stability(perf: dict) -> str:
+    text = f"{perf['stability_percentage']} %, {perf['max_trials']} trials"
+    if perf["stability_percentage"] > PERF_ANALYZER_STABILITY:
+        text += (f" (looser than perf_analyzer's and the references' "
+                 f"{PERF_ANALYZER_STABILITY} %: perf_overrides for this device)")
+    return text + (f", {perf['repeats']} runs a level" if perf.get("repeats", 1) > 1 else "")
+
+
+def _noise(offline: dict, online: dict) -> str:
+    """With perf.repeats: each level's runs, their median's interval and spread."""
+    rows = [{"Scenario": scenario, **row}
+            for scenario, report in (("offline", offline), ("online", online))
+            for row in report.get("repeats", [])]
+    if not rows:
+        return ""
+    table = pd.DataFrame(rows)
+    noisy = int(table["noisy"].sum())
+    return (f"## Noise\n\nEach level measured {len(rows[0]['runs'])} times on one server "
+            "(`perf.repeats`); the tables keep the run of median throughput. `ci95`: the "
+            "median's 95 % bootstrap interval; `noisy`: the runs' range is wider than "
+            f"perf_analyzer's stability criterion. {noisy} of {len(table)} levels noisy.\n\n"
+            + markdown_table(table) + "\n\n")
+
+
+def _host_load(offline: dict, online: dict, native: dict) -> str:
+    """What else used the host's CPUs while each level was measured (deploybench.host_load),
+    and the levels measured under contention."""
+    rows = [{"Scenario": scenario, **row} for scenario, report in
+            (("offline", offline), ("online", online)) for row in report.get("host_load", [])]
+    if "host_load" in native:
+        rows.append({"Scenario": "native", **native["host_load"]})
+    if not rows:
+        return "Not recorded (measured before host load was)."
+    table = pd.DataFrame(rows)
+    contended = table[table["contended"]]
+    verdict = (f"**{len(contended)} of {len(table)} measurements ran beside other load** "
+               f"(more than {CONTENDED_CORES} cores of other processes): compare them with "
+               "care." if len(contended) else
+               f"No measurement ran beside other load (at most {CONTENDED_CORES} cores of "
+               "other processes).")
+    return (f"CPU used by processes outside the step (its server and perf_analyzer "
+            f"excluded), in cores on average over each measurement. {verdict}\n\n"
+            + markdown_table(table))
 
 
 def _first_calls(native_json: Path) -> str:

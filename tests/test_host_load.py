@@ -1,0 +1,40 @@
+"""Host load beside a measurement (deploybench.host_load): CPU burnt by a process outside
+the measuring step's tree counts as contention, the step's own children do not."""
+
+import subprocess
+import sys
+import time
+
+from deploybench.host_load import CONTENDED_CORES, HostLoad
+
+BURN = "import time; end = time.time() + {s}\nwhile time.time() < end: pass"
+
+
+def test_a_busy_neighbour_is_contention():
+    # sh starts the burner in the background and exits: the burner is nobody's child here
+    subprocess.run(["sh", "-c", f"{sys.executable} -c '{BURN.format(s=4)}' &"], check=True)
+    time.sleep(0.5)
+    with HostLoad() as load:
+        time.sleep(2.5)
+    assert load.result["other_cpu_cores"] > 0.7 and load.result["contended"], load.result
+    time.sleep(1.5)  # the burner is done
+
+
+def test_the_steps_own_processes_are_not_contention():
+    with HostLoad() as load:  # a child burning a core, as perf_analyzer or a server would
+        subprocess.run([sys.executable, "-c", BURN.format(s=2.5)], check=True)
+    assert load.result["other_cpu_cores"] < CONTENDED_CORES, load.result
+    assert not load.result["contended"] and load.result["load_average_1m"] >= 0
+
+
+def test_repeats_keep_the_median_run_and_flag_a_wide_spread():
+    from deploybench.repeats import median_run, spread
+
+    runs = [{"Inferences/Second": v, "p99 latency (ms)": i} for i, v in
+            enumerate([105.0, 95.0, 100.0, 130.0])]
+    assert median_run(runs) == {"Inferences/Second": 100.0, "p99 latency (ms)": 2}
+    steady = spread([100.0, 102.0, 98.0], stability_percentage=10)
+    assert steady["median"] == 100.0 and not steady["noisy"] and steady["range_pct"] == 4.0
+    assert 98.0 <= steady["ci95"][0] <= 100.0 <= steady["ci95"][1] <= 102.0
+    wide = spread([100.0, 130.0, 95.0], stability_percentage=10)
+    assert wide["noisy"] and wide["range_pct"] == 35.0
