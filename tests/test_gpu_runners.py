@@ -1,6 +1,13 @@
 """The torch runners on a GPU (skipped without one): the packed upload, device tensors in
 and out, a CUDA graph's outputs not overwritten by the next replay, and the PyTorch 2
-runners (AOTInductor, torch.compile with CUDA graphs) in FP16 against the source model."""
+runners (AOTInductor, torch.compile with CUDA graphs) in FP16 against the source model.
+NVML telemetry of a real matmul loop, and another process on the GPU as host load."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -8,8 +15,11 @@ import torch
 import yaml
 
 from conftest import ROOT
-from deploybench import runners
+from deploybench import nvml, runners, telemetry
+from deploybench.device import measured_device
+from deploybench.host_load import HostLoad
 from deploybench.models import tft
+from deploybench.tables import ENERGY_PER_INFERENCE
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -76,3 +86,87 @@ def test_pytorch2_runners_in_fp16(tiny, name):
         np.testing.assert_allclose(got, reference[:batch], atol=5e-2, rtol=5e-2)
         device = runner.run_tensors(runner.upload([a[:batch] for a in inputs]))[0]
         np.testing.assert_allclose(device.cpu().numpy(), got, atol=1e-6)
+
+
+def _matmuls(a: torch.Tensor, seconds: float) -> None:
+    """Back-to-back matmuls for about `seconds`, the GPU never idle: each chunk is queued
+    before waiting for the one before, and the last is left queued."""
+    end, previous = time.monotonic() + seconds, None
+    while time.monotonic() < end:
+        for _ in range(20):
+            a @ a
+        queued = torch.cuda.Event()
+        queued.record()
+        if previous is not None:
+            previous.synchronize()
+        previous = queued
+
+
+def test_nvml_telemetry_sees_a_matmul_loop():
+    """Utilisation, power, clocks and memory while the GPU multiplies, and the energy
+    counter agreeing with the power samples: the GPU is kept busy from before the sampler
+    starts until it stops (power readings average over up to a second)."""
+    device = measured_device({"devices": ["gpu"]})  # the pipeline's own choice, a UUID
+    a = torch.randn(8192, 8192, device="cuda")
+    _matmuls(a, 2.0)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    _matmuls(a, 1.0)  # queued: busy while the sampler opens NVML
+    with telemetry.Telemetry(device) as usage:
+        grown = torch.empty(2**30 // 4, device="cuda")  # 1 GiB more, held to the end
+        grown.fill_(1.0)
+        _matmuls(a, 4.0)
+        torch.cuda.synchronize()
+    gpu = usage.result["gpu"]
+    assert isinstance(gpu, dict), gpu  # NVML worked
+    seconds = usage.result["duration_s"]
+    assert gpu["samples"] >= seconds / usage.result["interval_s"] * 0.5, gpu
+    assert 50 < gpu["utilization_percent"]["max"] <= 100, gpu
+    assert 0 < gpu["utilization_percent"]["mean"] <= gpu["utilization_percent"]["max"]
+    assert 0 < gpu["power_w"]["mean"] <= gpu["power_w"]["max"], gpu
+    assert 0 < gpu["sm_clock_mhz"]["min"] <= gpu["sm_clock_mhz"]["mean"], gpu
+    memory = gpu["memory_used_mib"]
+    assert memory["max"] - memory["min"] >= 0.9 * 1024, memory  # the 1 GiB allocated
+    assert isinstance(gpu["clock_event_reasons"], list), gpu
+    # the GPU's energy counter (Volta and newer) against mean power x duration
+    assert gpu["energy_source"] == "energy counter", gpu
+    assert gpu["energy_j"] == pytest.approx(gpu["power_w"]["mean"] * seconds, rel=0.15), (
+        gpu, seconds)
+    row = telemetry.columns(usage.result, throughput=1000.0)
+    assert row[ENERGY_PER_INFERENCE] == pytest.approx(gpu["power_w"]["mean"], rel=1e-6)
+    del grown
+
+
+NEIGHBOUR = ("import os, sys, time, torch\n"
+             "x = torch.ones(2**26, device='cuda')\n"
+             "open(sys.argv[1], 'w').write(str(os.getpid()))\n"
+             "time.sleep(60)")
+
+
+def test_another_process_on_the_gpu_is_contention(tmp_path):
+    """A process outside the step's tree holding a CUDA context on the measured GPU is
+    listed by name and flags the measurement; this process's own context is not."""
+    device = measured_device({"devices": ["gpu"]})
+    torch.zeros(1, device="cuda")  # this process is on the GPU too
+    with nvml.Gpu(device) as gpu:
+        if os.getpid() not in {p["pid"] for p in gpu.processes()}:
+            pytest.skip("NVML lists another PID namespace's pids here (a container)")
+    marker = tmp_path / "pid"
+    # sh starts it in the background and exits: the neighbour is nobody's child here
+    subprocess.run(["sh", "-c", f"{sys.executable} -c \"$0\" {marker} &", NEIGHBOUR],
+                   check=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists() or not marker.read_text():
+        assert time.monotonic() < deadline, "the neighbour never got the GPU"
+        time.sleep(0.2)
+    pid = int(marker.read_text())
+    try:
+        with HostLoad(device) as load:
+            time.sleep(0.5)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+    others = load.result["other_gpu_processes"]
+    assert isinstance(others, list), others
+    listed = {p["pid"]: p for p in others}
+    assert pid in listed and listed[pid]["seen"] and "python" in listed[pid]["name"], others
+    assert os.getpid() not in listed and load.result["contended"], load.result

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 import yaml
 
@@ -19,6 +20,7 @@ from conftest import ROOT, TINY, check_measurements, planned_jobs, snakemake
 from deploybench import provenance
 from deploybench.config import deep_merge
 from deploybench.steps.report import served_vs_native, served_vs_native_table
+from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
 
@@ -52,7 +54,7 @@ def test_full_build_produces_every_artifact(built, settings):
     assert accuracy[accuracy["kind"] == "deviation"]["passed"].all()
 
     offline = pd.read_csv(run / "offline.csv")
-    assert list(offline.columns) == COLUMNS
+    assert list(offline.columns) == COLUMNS + PROCESS_TELEMETRY  # the seeds' first
     assert list(offline["Batch"]) == [1, 4] and set(offline["Concurrency"]) == {1}
     online = pd.read_csv(run / "online.csv")
     assert list(online["Concurrency"]) == [1, 2] and set(online["Batch"]) == {1}
@@ -62,6 +64,7 @@ def test_full_build_produces_every_artifact(built, settings):
         assert lock["device"] == "cpu" and lock["released_at"] > lock["acquired_at"]
 
     check_provenance(built, run)
+    check_telemetry(run)
     for scenario, table in (("offline", offline), ("online", online)):  # a load per level
         loads = json.loads((run / f"{scenario}.json").read_text())["host_load"]
         assert [(x["Batch"], x["Concurrency"]) for x in loads] == list(
@@ -85,6 +88,11 @@ def test_full_build_produces_every_artifact(built, settings):
     assert "](plots/online_latency.png)" in readme
     assert "## Host load" in readme and "ran beside other load" in readme.replace(
         "No measurement ran", "ran")
+    telemetry = readme.split("## Telemetry\n")[1].split("## Provenance")[0]
+    assert readme.index("## Host load") < readme.index("## Telemetry")
+    assert "| Scenario | Batch | Concurrency | Shared memory | process CPU mean (%) |" in telemetry
+    assert telemetry.count("| native |") == 2 and "GPU" not in telemetry  # the cpu key
+    assert readme.count("process CPU mean (%)") == 1  # the measurement tables: seeds' columns
     assert ("| perf_analyzer offline | HTTP, shared memory system, 10 requests a window, "
             "warm-up of 2 windows |") in readme
     assert ("| perf_analyzer online | HTTP, shared memory none, 10 requests a window, "
@@ -100,6 +108,38 @@ def test_full_build_produces_every_artifact(built, settings):
     terminal = (built / "terminal.txt").read_text()
     assert "offline (tft-tiny): 1/2 (batch 1, concurrency 1, system shared memory)" in terminal
     assert "online (tft-tiny): 2/2 (batch 1, concurrency 2, none shared memory)" in terminal
+
+
+def check_telemetry(run: Path) -> None:
+    """CPU and memory of the serving process tree (the server and its stub; the step for
+    native) beside every measured row, after the seeds' columns, consistent with the
+    JSON's per-row detail and plausible: each figure between what a process can use."""
+    cpus, memory_mib = os.cpu_count(), psutil.virtual_memory().total / 2**20
+    for scenario, seeds in (("offline", COLUMNS), ("online", COLUMNS),
+                            ("native", NATIVE_COLUMNS)):
+        table = pd.read_csv(run / f"{scenario}.csv")
+        assert list(table.columns) == seeds + PROCESS_TELEMETRY, table.columns
+        detail = json.loads((run / f"{scenario}.json").read_text())["telemetry"]
+        assert [d["Batch"] for d in detail] == list(table["Batch"])
+        for d, (_, row) in zip(detail, table.iterrows()):
+            procs = d["processes"]
+            assert d["device"] == "cpu" and "gpu" not in d
+            assert row["process CPU mean (%)"] == procs["cpu_percent"]["mean"]
+            assert row["process RSS max (MiB)"] == procs["rss_mib"]["max"]
+            # a running tritonserver and its python stub (ONNX Runtime loaded), or this
+            # step with torch: tens of MiB at least, and below the host's memory
+            assert 30 < row["process RSS mean (MiB)"] <= row["process RSS max (MiB)"] \
+                < memory_mib, row
+            assert 0 < row["process CPU mean (%)"] <= row["process CPU max (%)"] \
+                <= 100 * cpus, row
+            # samples over the whole measurement; served: the server and at least its stub
+            assert procs["windows"] >= 1 and d["duration_s"] > 0
+            assert procs["count_max"] >= (1 if scenario == "native" else 2), procs
+        if scenario == "native":  # the runner computed in this process all the time
+            assert (table["process CPU mean (%)"] > 20).all(), table
+    accuracy = json.loads((run / "accuracy.json").read_text())["telemetry"]
+    assert accuracy["processes"]["count_max"] >= 2 and accuracy["processes"]["rss_mib"][
+        "max"] > 30
 
 
 def check_provenance(work: Path, run: Path) -> None:

@@ -1,7 +1,8 @@
 """What else ran on the host while a measurement ran: the CPU that processes outside this
 step's own process tree (the step, its server and stubs, its perf_analyzer runs) used,
-and the load average. A level measured beside a busy neighbour is flagged: on 2026-11-23 a
-CPU native run measured beside other heavy processes came out 2.45x below the served one."""
+the load average, and on a GPU the other processes NVML lists on it. A level measured
+beside a busy neighbour is flagged: on 2026-11-23 a CPU native run measured beside other
+heavy processes came out 2.45x below the served one."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import time
 
 import psutil
+
+from . import nvml
 
 # Other processes' CPU, in cores on average over a measurement, from which it is flagged
 CONTENDED_CORES = 0.5
@@ -21,12 +24,17 @@ def _busy_seconds() -> float:
                                              "steal"))
 
 
+def _own_tree() -> list[psutil.Process]:
+    """This process and every live descendant (the server, its stubs, perf_analyzer)."""
+    me = psutil.Process()
+    return [me, *me.children(recursive=True)]
+
+
 def _own_seconds() -> float:
     """CPU seconds of this process tree: this process with its waited-for children, and
     every live descendant with theirs."""
-    me = psutil.Process()
     total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
+    for proc in _own_tree():
         try:
             t = proc.cpu_times()
         except psutil.Error:  # ended since listed: its time is its parent's now
@@ -35,11 +43,42 @@ def _own_seconds() -> float:
     return total
 
 
+def other_gpu_processes(device: str) -> list[dict] | str:
+    """The compute and graphics processes on the measured GPU (a MIG instance: its own)
+    outside this step's process tree, with their names; "unavailable: <reason>" where
+    NVML cannot say. A pid NVML lists that this PID namespace does not have (NVML gives a
+    container the host's pids) is listed with `seen: false` and is not counted as another
+    process: it may be this step's own server."""
+    try:
+        with nvml.Gpu(device) as gpu:
+            listed = gpu.processes()
+    except nvml.Unavailable as why:
+        return f"unavailable: {why}"
+    own = {p.pid for p in _own_tree()}
+    others = []
+    for entry in listed:
+        if entry["pid"] in own:
+            continue
+        try:
+            entry |= {"name": psutil.Process(entry["pid"]).name(), "seen": True}
+        except psutil.NoSuchProcess:
+            entry |= {"name": None, "seen": False}
+        except psutil.AccessDenied:  # another user's
+            entry |= {"name": None, "seen": True}
+        others.append(entry)
+    return others
+
+
 class HostLoad:
-    """`with HostLoad() as load: ...` then `load.result`: the others' CPU in cores, the
-    1-minute load average at the end, and whether that is contention."""
+    """`with HostLoad(device) as load: ...` then `load.result`: the others' CPU in cores,
+    the 1-minute load average at the end, on a GPU the other processes on it (listed at
+    the start and at the end), and whether that is contention."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
 
     def __enter__(self) -> HostLoad:
+        self._gpu_start = None if self.device == "cpu" else other_gpu_processes(self.device)
         self._start = time.monotonic(), _busy_seconds(), _own_seconds()
         return self
 
@@ -51,3 +90,22 @@ class HostLoad:
                        "load_average_1m": round(os.getloadavg()[0], 2),
                        "host_cpus": os.cpu_count(),
                        "contended": cores > CONTENDED_CORES}
+        if self.device != "cpu":
+            gpu = _union(self._gpu_start, other_gpu_processes(self.device))
+            self.result["other_gpu_processes"] = gpu
+            self.result["contended"] |= isinstance(gpu, list) and any(p["seen"] for p in gpu)
+
+
+def _union(start: list[dict] | str, end: list[dict] | str) -> list[dict] | str:
+    """The processes listed at either end (by pid, the larger memory), or the reason
+    neither list could be had."""
+    lists = [found for found in (start, end) if isinstance(found, list)]
+    if not lists:
+        return end
+    merged: dict[int, dict] = {}
+    for found in lists:
+        for entry in found:
+            kept = merged.setdefault(entry["pid"], entry)
+            if (entry.get("used_mib") or 0) > (kept.get("used_mib") or 0):
+                merged[entry["pid"]] = entry
+    return sorted(merged.values(), key=lambda p: p["pid"])

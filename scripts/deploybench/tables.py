@@ -34,6 +34,31 @@ DEVICE_THROUGHPUT = f"device-resident {THROUGHPUT}"
 NATIVE_COLUMNS = ["Batch", THROUGHPUT, "median latency (ms)", "iterations",
                   DEVICE_THROUGHPUT, "device-resident median latency (ms)"]
 
+# Telemetry (deploybench.telemetry) over the time a row of offline.csv, online.csv,
+# floor.csv or native.csv was measured, after the row's own columns: CPU (% of one core)
+# and resident memory of the process tree that served it (the server and its python-backend
+# stubs; the step itself for native), and where a GPU was measured what it did. Energy per
+# inference is the mean power over the throughput (mJ: the tables keep 4 decimals).
+CPU_MEAN, CPU_MAX = "process CPU mean (%)", "process CPU max (%)"
+RSS_MEAN, RSS_MAX = "process RSS mean (MiB)", "process RSS max (MiB)"
+PROCESS_TELEMETRY = [CPU_MEAN, CPU_MAX, RSS_MEAN, RSS_MAX]
+GPU_UTIL_MEAN, GPU_UTIL_MAX = "GPU utilization mean (%)", "GPU utilization max (%)"
+GPU_MEMORY_MAX = "GPU memory used max (MiB)"
+POWER_MEAN, SM_CLOCK_MEAN = "GPU power mean (W)", "SM clock mean (MHz)"
+ENERGY_PER_INFERENCE = "energy per inference (mJ)"
+INFERENCES_PER_WATT = f"{THROUGHPUT} per W"
+THROTTLE_REASONS = "clock event reasons"  # NVML's throttle reasons seen, space-separated
+GPU_TELEMETRY = [GPU_UTIL_MEAN, GPU_UTIL_MAX, GPU_MEMORY_MAX, POWER_MEAN, SM_CLOCK_MEAN,
+                 ENERGY_PER_INFERENCE, INFERENCES_PER_WATT, THROTTLE_REASONS]
+TELEMETRY_COLUMNS = PROCESS_TELEMETRY + GPU_TELEMETRY
+
+
+def measured_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """A table without its telemetry columns: the measurement as the reference documents
+    tabulate it."""
+    return table.drop(columns=[c for c in TELEMETRY_COLUMNS if c in table])
+
+
 # conversion_check.csv: the converted model against the source model, per output.
 CHECK_COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_abs_error",
                  "atol", "rtol", "passed"]

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .. import atomic, plugins, serving, source_model
 from ..tables import ACCURACY_COLUMNS
+from ..telemetry import Telemetry
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.client import infer_all
@@ -21,7 +22,8 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     model = spec["model"]
     config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
     inputs, reference, targets = source_model.load_eval(model, eval_set)
-    with serving.served(spec, config_pbtxt, server_log) as (server, prov):
+    with serving.served(spec, config_pbtxt, server_log) as (server, prov), \
+            Telemetry(prov["device"], server_pids=[server.pid]) as sampled:
         outputs = infer_all(server.grpc_url, spec, inputs, model["accuracy"]["batch_size"],
                             triton_config.served_inputs(config_pbtxt))
         cache = serving.cache_report(server)
@@ -45,7 +47,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
                          "passed": None})
     table = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
     report = {"samples": len(inputs[0]), "split": model["data"]["split"], **cache,
-              "provenance": prov}
+              "telemetry": sampled.result, "provenance": prov}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))

@@ -6,7 +6,8 @@ Two figures per batch: with host arrays in and out (what the python backend's ru
 with system shared memory), and, for a torch runner on a GPU, with the inputs already on
 the device and the outputs left there (what CUDA shared memory lets it do; the compute
 limit). The first call of each batch size (a compile, a CUDA graph's capture) is timed
-apart and recorded in native.json."""
+apart and recorded in native.json. Telemetry (this process; the GPU) covers each batch's
+host-array timing, the figure served/native divides by."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, device, locks, provenance, source_model
+from .. import artifacts, atomic, device, locks, provenance, source_model, telemetry
 from ..host_load import HostLoad
 from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
@@ -26,10 +27,12 @@ from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path,
            min_seconds: float = 2.0) -> None:
     checked = device.check(spec["gpu"], spec["allow_gpu_mismatch"])
-    with locks.device_lock(device.measured_device(checked)) as held, HostLoad() as load:
-        table, first_calls = _measure(spec, converted, eval_set, min_seconds)
+    measured = device.measured_device(checked)
+    with locks.device_lock(measured) as held, HostLoad(measured) as load:
+        table, first_calls, usage = _measure(spec, converted, eval_set, min_seconds,
+                                             measured)
     report = {"min_seconds": min_seconds, "first_call_s": first_calls,
-              "host_load": load.result,
+              "host_load": load.result, "telemetry": usage,
               "provenance": {**provenance.collect(spec, device_check=checked),
                              "device_lock": held}}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
@@ -48,14 +51,14 @@ def _timed(call, min_seconds: float) -> tuple[float, int]:
     return statistics.median(times), len(times)
 
 
-def _measure(spec: dict, converted: Path, eval_set: Path,
-             min_seconds: float) -> tuple[pd.DataFrame, dict]:
+def _measure(spec: dict, converted: Path, eval_set: Path, min_seconds: float,
+             measured: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     model = spec["model"]
     inputs, _, _ = source_model.load_eval(model, eval_set)
     infer = artifacts.runner(converted, spec)
     on_device = hasattr(infer, "run_tensors") and getattr(infer, "device", None) is not None \
         and infer.device.type == "cuda"
-    rows, first_calls = [], {}
+    rows, first_calls, usage = [], {}, []
     for batch in model["offline"]["batch_sizes"]:
         index = np.arange(batch) % len(inputs[0])  # real samples, repeated up to the batch
         arrays = [np.ascontiguousarray(a[index]) for a in inputs]
@@ -64,13 +67,16 @@ def _measure(spec: dict, converted: Path, eval_set: Path,
         first_calls[batch] = round(time.perf_counter() - t0, 4)
         for _ in range(4):  # warm-up
             infer(arrays)
-        median, iterations = _timed(lambda arrays=arrays: infer(arrays), min_seconds)
+        with telemetry.Telemetry(measured) as sampled:
+            median, iterations = _timed(lambda arrays=arrays: infer(arrays), min_seconds)
+        usage.append({"Batch": batch, **sampled.result})
         row = {"Batch": batch, THROUGHPUT: batch / median,
                "median latency (ms)": median * 1e3, "iterations": iterations}
         if on_device:
             row |= _device_resident(infer, arrays, batch, min_seconds)
         rows.append(row)
-    return pd.DataFrame(rows, columns=NATIVE_COLUMNS).round(4), first_calls
+    table = telemetry.with_columns(pd.DataFrame(rows, columns=NATIVE_COLUMNS), usage)
+    return table.round(4), first_calls, usage
 
 
 def _device_resident(infer, arrays: list, batch: int, min_seconds: float) -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import atomic, serving
+from .. import atomic, serving, telemetry
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
@@ -81,7 +81,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
                 work: Path) -> None:
     config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
-    rows, loads, noise = [], [], []
+    rows, loads, noise, usage = [], [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
@@ -91,18 +91,21 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         for row in sweep:
             level = {"Batch": row.batch, "Concurrency": row.concurrency,
                      SHARED_MEMORY: row.shared_memory}
-            with HostLoad() as load:
+            # the telemetry's NVML session is open around the host load's GPU queries
+            with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
+                    HostLoad(prov["device"]) as load:
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log) for _ in range(repeats)]
             rows.append(median_run(runs))
             loads.append({**level, **load.result})
+            usage.append({**level, **sampled.result})
             if repeats > 1:
                 noise.append({**level, **spread([r[THROUGHPUT] for r in runs],
                                                  spec["perf"]["stability_percentage"])})
             levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
                         f"{row.shared_memory} shared memory")
         cache = serving.cache_report(server)
-    table = perf_analyzer.table(rows)
+    table = telemetry.with_columns(perf_analyzer.table(rows), usage)
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**spec["perf"], **spec["model"][scenario],
@@ -114,6 +117,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "triton": spec["model"]["triton"],
         **cache,
         "host_load": loads,
+        "telemetry": usage,
         **({"repeats": noise} if noise else {}),
         "provenance": prov,
     }

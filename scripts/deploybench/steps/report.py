@@ -16,7 +16,9 @@ from ..tables import (
     DEVICE_THROUGHPUT,
     REFERENCE_SERIES,
     SHARED_MEMORY,
+    TELEMETRY_COLUMNS,
     THROUGHPUT,
+    measured_columns,
     published_gpus,
     read_perf,
     reference_rows,
@@ -195,7 +197,7 @@ which a torch runner takes without a host copy. `avg latency (ms)` is perf_analy
 ![Throughput vs batch]({rel["offline_throughput"]})
 ![Latency vs batch]({rel["offline_latency"]})
 
-{markdown_table(read_perf(files["offline"]))}
+{markdown_table(measured_columns(read_perf(files["offline"])))}
 
 ## Serving overhead: Triton vs native
 
@@ -206,7 +208,7 @@ tensors already on the device (its compute limit).
 
 {served_vs_native_table(files["offline"], files["native"])}
 
-{markdown_table(pd.read_csv(files["native"]))}
+{markdown_table(measured_columns(pd.read_csv(files["native"])))}
 
 First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
 {_first_calls(native_json)}
@@ -217,7 +219,7 @@ The same server, scenario and data path with a model that returns zeros at no co
 (`floor.csv`): what Triton and the python backend cost by themselves, apart from the
 model's compute.
 
-{markdown_table(read_perf(floor))}
+{markdown_table(measured_columns(read_perf(floor)))}
 
 {_cache_section(run, offline_report, online_report)}## Online scenario
 
@@ -226,11 +228,15 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
 
 ![Latency vs concurrency]({rel["online_latency"]})
 
-{markdown_table(read_perf(files["online"]))}
+{markdown_table(measured_columns(read_perf(files["online"])))}
 
 {_noise(offline_report, online_report)}## Host load
 
 {_host_load(offline_report, online_report, json.loads(Path(native_json).read_text()))}
+
+## Telemetry
+
+{_telemetry(files, offline_report, online_report, json.loads(Path(native_json).read_text()))}
 
 ## Provenance
 
@@ -280,15 +286,73 @@ def _host_load(offline: dict, online: dict, native: dict) -> str:
     if not rows:
         return "Not recorded (measured before host load was)."
     table = pd.DataFrame(rows)
+    gpu = "other_gpu_processes" in table
+    if gpu:
+        table["other_gpu_processes"] = table["other_gpu_processes"].map(_gpu_processes)
     contended = table[table["contended"]]
+    limit = f"{CONTENDED_CORES} cores of other processes"
     verdict = (f"**{len(contended)} of {len(table)} measurements ran beside other load** "
-               f"(more than {CONTENDED_CORES} cores of other processes): compare them with "
-               "care." if len(contended) else
-               f"No measurement ran beside other load (at most {CONTENDED_CORES} cores of "
-               "other processes).")
-    return (f"CPU used by processes outside the step (its server and perf_analyzer "
-            f"excluded), in cores on average over each measurement. {verdict}\n\n"
-            + markdown_table(table))
+               f"(more than {limit}" + (", or another process on the GPU" if gpu else "")
+               + "): compare them with care." if len(contended) else
+               f"No measurement ran beside other load (at most {limit}"
+               + (", no other process on the GPU" if gpu else "") + ").")
+    return ("CPU used by processes outside the step (its server and perf_analyzer "
+            "excluded), in cores on average over each measurement"
+            + ("; the other processes NVML listed on the GPU at its start and end" if gpu
+               else "") + f". {verdict}\n\n" + markdown_table(table))
+
+
+def _gpu_processes(listed) -> str:
+    """Other processes on the GPU as a table cell (pid, name, memory), or why NVML could
+    not list them."""
+    if not isinstance(listed, list):
+        return listed if isinstance(listed, str) else ""
+    return ", ".join(
+        f"{p['pid']} {p['name'] or ('?' if p['seen'] else '(another PID namespace)')}"
+        + (f" ({p['used_mib']:.0f} MiB)" if p.get("used_mib") is not None else "")
+        for p in listed) or "none"
+
+
+def _telemetry(files: dict, offline: dict, online: dict, native: dict) -> str:
+    """What the serving processes and the GPU did while each row was measured (the
+    telemetry columns of offline.csv, online.csv and native.csv), and the readings NVML
+    could not give."""
+    keys = ["Batch", "Concurrency", SHARED_MEMORY]
+    parts = []
+    for scenario in ("offline", "online", "native"):
+        table = pd.read_csv(files[scenario])
+        recorded = [c for c in TELEMETRY_COLUMNS if c in table]
+        if recorded:
+            parts.append(table[[c for c in keys if c in table] + recorded]
+                         .assign(Scenario=scenario))
+    if not parts:
+        return "Not recorded (measured before telemetry was)."
+    table = pd.concat(parts, ignore_index=True)
+    table = table[["Scenario", *[c for c in table if c != "Scenario"]]]
+    missing = sorted({f"{what.replace('_', ' ')}: {why}"
+                      for report in (offline, online, native)
+                      for row in report.get("telemetry", [])
+                      for what, why in _unavailable(row.get("gpu"))})
+    gpu = any("gpu" in row for report in (offline, online, native)
+              for row in report.get("telemetry", []))
+    text = ("CPU (% of one core) and resident memory of the process tree that served each "
+            "row: the server and its python-backend stubs, the step itself for native "
+            "(host-array timing).")
+    if gpu:
+        text += (" On the GPU, through NVML, sampled every 100 ms: utilisation, memory, "
+                 "power, SM clock, the clock event (throttle) reasons seen; energy per "
+                 "inference is the mean power over the throughput.")
+    if missing:
+        text += "\n\nNot available here: " + "; ".join(missing) + "."
+    return text + "\n\n" + markdown_table(table)
+
+
+def _unavailable(gpu) -> list[tuple[str, str]]:
+    """(reading, reason) of what NVML could not give in one row's GPU telemetry."""
+    if isinstance(gpu, str):
+        return [("GPU telemetry", gpu.removeprefix("unavailable: "))]
+    return [(what, value.removeprefix("unavailable: ")) for what, value in (gpu or {}).items()
+            if isinstance(value, str) and value.startswith("unavailable: ")]
 
 
 def _first_calls(native_json: Path) -> str:

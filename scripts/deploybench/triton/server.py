@@ -171,6 +171,13 @@ class TritonServer:
         return f"127.0.0.1:{self.ports['grpc']}"
 
     @property
+    def pid(self) -> int | None:
+        """The server's process (its python-backend stubs are its children; with
+        `server.kind: container` and docker, the docker client's, the server being the
+        daemon's); None when not running."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
     def admin_headers(self) -> dict[str, str]:
         """What the pipeline's own HTTP client sends to the restricted APIs."""
         return {ADMIN_HEADER: self.admin_key}
