@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from deploybench import layout
+from deploybench import baseline, layout
 from deploybench.backends import EXPORT_ARTIFACTS
 from deploybench.cluster import RESOURCES, job_resources
 from deploybench.config import Settings, step_spec
@@ -193,16 +193,35 @@ def seed_targets():
     return [configuration_readme(dict(zip(keys, t))) for t in SETTINGS.seed_targets()]
 
 
-def model_report_inputs(w):
-    """The model's configurations among the default targets and among the targets asked
-    for on the command line (so a report built in the same run waits for them). The
-    report also gathers, when it runs, every other configuration report already on disk
-    (e.g. committed GPU results), without making them inputs this machine would rebuild."""
-    defaults = [configuration_readme(t) for t in config["targets"] if t["model"] == w.model]
-    pattern = layout.as_regex(cfg(layout.CONFIGURATION_REPORT), model=w.model)
+def _model_inputs(w, name):
+    """A per-configuration file (`name`) of the model's configurations among the default
+    targets and among the targets asked for on the command line."""
+    defaults = [layout.fill(cfg(name), **t) for t in config["targets"] if t["model"] == w.model]
+    pattern = layout.as_regex(cfg(name), model=w.model)
     requested = {
         m.group(0)
         for t in workflow.dag_settings.targets
         if (m := pattern.search(Path(t).as_posix()))
     }
     return sorted(set(defaults) | requested)
+
+
+def model_report_inputs(w):
+    """The model's configurations among the default targets and among the targets asked
+    for on the command line (so a report built in the same run waits for them). The
+    report also gathers, when it runs, every other configuration report already on disk
+    (e.g. committed GPU results), without making them inputs this machine would rebuild."""
+    return _model_inputs(w, layout.CONFIGURATION_REPORT)
+
+
+def model_comparison_inputs(w):
+    """The regression reports of the configurations the model report takes (the model's
+    comparison gathers the others on disk as the model report does)."""
+    return _model_inputs(w, layout.COMPARISON)
+
+
+def comparison_baseline(w):
+    """A folder baseline's files for this configuration (none for `previous` or a history
+    stamp, whose copies are never rewritten): replacing them re-runs its compare.md."""
+    folder = Path(layout.fill(cfg(), **key_of(w)))
+    return baseline.folder_files(folder, config["compare"]["baseline"])

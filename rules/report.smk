@@ -1,4 +1,4 @@
-# Plots and README reports.
+# Plots, README reports and regression reports (compare.md).
 
 
 rule plots:
@@ -69,6 +69,64 @@ rule model_report:
                 "model": w.model,
                 "title": SETTINGS.models[w.model]["title"],
                 "reference": SETTINGS.reference(w.model),
+            }
+        ),
+    script:
+        "../scripts/run_step.py"
+
+
+# A configuration's current measurements against compare.baseline (deploybench.baseline):
+# level by level, changes beyond the measured noise, what differs in what they ran on.
+rule configuration_comparison:
+    input:
+        offline=cfg("offline.csv"),
+        online=cfg("online.csv"),
+        native=cfg("native.csv"),
+        offline_json=cfg("offline.json"),
+        online_json=cfg("online.json"),
+        native_json=cfg("native.json"),
+        baseline=comparison_baseline,
+    output:
+        out=cfg(layout.COMPARISON),
+    log:
+        log=cfg("logs/configuration_comparison.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("configuration_comparison"),
+    params:
+        spec=lambda w: json.dumps(
+            {
+                "title": "{}: {}, {} with {}".format(
+                    run_of(w)["model"]["title"],
+                    run_of(w)["gpu"]["description"],
+                    run_of(w)["backend"]["title"],
+                    w.precision.upper(),
+                ),
+                "baseline": config["compare"]["baseline"],
+            }
+        ),
+    script:
+        "../scripts/run_step.py"
+
+
+rule model_comparison:
+    input:
+        configs=model_comparison_inputs,
+    output:
+        out=layout.MODEL_COMPARISON,
+    log:
+        log=f"{layout.MODEL}/logs/model_comparison.log",
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("model_comparison"),
+    params:
+        spec=lambda w: json.dumps(
+            {
+                "model": w.model,
+                "title": SETTINGS.models[w.model]["title"],
+                "baseline": config["compare"]["baseline"],
             }
         ),
     script:

@@ -27,13 +27,16 @@ def seed_opset(model: str) -> int:
     return config["export"]["onnx_opset"]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True,
-              profile: str | None = None) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, check: bool = True, profile: str | None = None,
+              project: Path = ROOT) -> subprocess.CompletedProcess:
     """Run the real snakemake on the repository's Snakefile with the tiny config, locally
-    or with one of the repository's workflow profiles (e.g. "slurm")."""
+    or with one of the repository's workflow profiles (e.g. "slurm"); `project`: another
+    copy of the repository, whose Snakefile and package run instead."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+    if project != ROOT:
+        env["PYTHONPATH"] = str(project / "scripts")
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(project / "Snakefile"),
            "--directory", str(workdir), "--configfile", str(TINY)]
     if profile:
         cmd += ["--workflow-profile", str(ROOT / "profiles" / profile), *args]

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY, check_measurements, planned_jobs, snakemake
-from deploybench import provenance
+from deploybench import layout, provenance
 from deploybench.config import deep_merge
 from deploybench.steps.report import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY
@@ -200,6 +200,170 @@ def test_repeats_keep_the_median_run_and_say_how_far_runs_spread(built, tmp_path
     readme = (work / RUN / "README.md").read_text()
     assert "## Noise" in readme and "3 runs a level" in readme
     assert "looser than perf_analyzer's and the references' 10 %" in readme
+
+
+def markdown_rows(text: str, heading: str) -> list[dict]:
+    """The rows of the first table under `heading` in a Markdown report."""
+    section = text.split(f"\n{heading}\n", 1)[1]
+    lines = [line for line in section.split("\n## ", 1)[0].splitlines()
+             if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return [dict(zip(cells[0], row)) for row in cells[2:]] if cells else []
+
+
+def test_an_unchanged_rerun_reports_no_change_beyond_the_noise(built, tmp_path):
+    """The offline measurement re-run with nothing changed: compare.md (baseline: the
+    previous measurement) finds no level faster or slower than the two runs' noise, and the
+    same code; a history stamp given on the command line picks the same baseline."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    snakemake(work, f"{RUN}/compare.md", "results/tft-tiny/compare.md", "--forcerun", "offline")
+    report = (work / RUN / "compare.md").read_text()
+    stamps = list(layout.history_copies(work / RUN / "offline.json"))
+    summary = {row["scenario"]: row for row in markdown_rows(report, "## Summary")}
+    assert summary["offline"]["current"] == f"history/offline-{stamps[-1]}", summary
+    assert summary["offline"]["baseline"] == f"history/offline-{stamps[-2]}", summary
+    levels = markdown_rows(report, "## Offline")
+    assert [row["verdict"] for row in levels] == ["unchanged", "unchanged"], report
+    assert "**No change beyond the measured noise** in 2 compared levels." in report
+    for scenario in ("online", "native"):  # measured once so far
+        assert summary[scenario]["baseline"] == "none", summary
+    assert "No baseline yet: no measurement before the current one" in report
+    assert "project.commit" not in report
+    assert markdown_rows(report, "## Settings differences") == []
+    model = markdown_rows((work / "results/tft-tiny/compare.md").read_text(),
+                          "## Configurations")
+    assert model == [{"configuration": "[cpu/onnx_fp32](cpu/onnx_fp32/compare.md)",
+                      "compared": "offline", "faster": "0", "slower": "0", "mixed": "0",
+                      "unchanged": "2", "added": "0", "removed": "0",
+                      "contended": model[0]["contended"],
+                      "provenance differences": model[0]["provenance differences"]}], model
+
+    snakemake(work, f"{RUN}/compare.md", "--config", f"compare={{baseline: {stamps[-2]}}}")
+    report = (work / RUN / "compare.md").read_text()
+    assert f"against the baseline `{stamps[-2]}` (history stamp" in report
+    summary = {row["scenario"]: row for row in markdown_rows(report, "## Summary")}
+    assert summary["offline"]["baseline"] == f"history/offline-{stamps[-2]}", summary
+
+
+def test_a_bad_baseline_is_refused_early_with_what_is_valid(built):
+    result = snakemake(built, "-n", "--config", "compare={baseline: last-tuesday}", check=False)
+    assert result.returncode != 0
+    assert ("compare.baseline 'last-tuesday' is not a baseline; valid: 'previous', a history "
+            "stamp (YYYYMMDDTHHMMSSZ") in result.stdout + result.stderr
+
+
+def test_a_baseline_folder_is_compared_level_by_level(built, tmp_path):
+    """A measurement set in a folder of its own (as committed GPU results are), given on
+    the command line: a modified copy of the built run. A level only the current run has is
+    added, one only the set has removed; against ten times its throughput the current run
+    is slower beyond the noise, except where the set's repeats have an interval as wide;
+    replacing a file of the set re-runs the report."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    committed = tmp_path / "set" / "onnx_fp32"  # the set's folder of this configuration
+    committed.mkdir(parents=True)
+    for name in ("offline", "online", "native"):
+        for suffix in (".csv", ".json"):
+            shutil.copy2(work / RUN / f"{name}{suffix}", committed / f"{name}{suffix}")
+    offline = pd.read_csv(committed / "offline.csv")
+    four = offline[offline["Batch"] == 4].assign(**{
+        "Inferences/Second": offline["Inferences/Second"] * 10})
+    pd.concat([four, four.assign(Batch=8)]).to_csv(committed / "offline.csv", index=False)
+    online = pd.read_csv(committed / "online.csv")
+    online["Inferences/Second"] *= 10
+    online.to_csv(committed / "online.csv", index=False)
+    report = json.loads((committed / "online.json").read_text())
+    wide = online[online["Concurrency"] == 2].iloc[0]
+    report["repeats"] = [{"Batch": 1, "Concurrency": 2, "Shared memory": "none",
+                          "ci95": [wide["Inferences/Second"] * 0.05,
+                                   wide["Inferences/Second"] * 1.1]}]
+    (committed / "online.json").write_text(json.dumps(report))
+    setting = f"compare={{baseline: {committed.parent}}}"
+    snakemake(work, f"{RUN}/compare.md", "--config", setting)
+
+    text = (work / RUN / "compare.md").read_text()
+    verdicts = {scenario: [(row.get("Concurrency"), row["Batch"], row["verdict"])
+                           for row in markdown_rows(text, f"## {scenario.capitalize()}")]
+                for scenario in ("offline", "online", "native")}
+    assert verdicts == {"offline": [("1", "1", "added"), ("1", "4", "**slower**"),
+                                    ("1", "8", "removed")],
+                        "online": [("1", "1", "**slower**"), ("2", "1", "unchanged")],
+                        "native": [(None, "1", "unchanged"), (None, "4", "unchanged")]}, text
+    rows = markdown_rows(text, "## Online")
+    assert rows[1]["noise ± % (baseline, current)"] == "95, 60", rows  # the interval's
+    summary = {row["scenario"]: row["baseline"] for row in markdown_rows(text, "## Summary")}
+    assert set(summary.values()) == {str(committed)}, summary
+    assert "project.commit" not in text  # the same run's provenance
+
+    time.sleep(1.1)
+    online.assign(**{"Inferences/Second": online["Inferences/Second"] * 2}).to_csv(
+        committed / "online.csv", index=False)
+    assert planned_jobs(snakemake(work, "-n", f"{RUN}/compare.md", "--config", setting)) == {
+        "configuration_comparison": 1}
+
+
+def project_copy(dest: Path) -> Path:
+    """The repository's workflow, package and configs (working tree) as a git repository
+    of its own, committed: a run from it records that commit."""
+    files = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "Snakefile",
+         "rules", "scripts", "config", "tests/config", "envs", "profiles"],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in files:
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    commit(dest, "the project as tested", init=True)
+    return dest
+
+
+def commit(project: Path, message: str, init: bool = False) -> str:
+    git = ["git", "-C", str(project)]
+    if init:
+        subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "-c", "user.name=test", "-c", "user.email=test@localhost", "commit",
+                    "-qm", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_software_change_is_reported_with_its_provenance(built, tmp_path):
+    """A commit that makes the runner wait 20 ms before each inference (as a slow
+    pre-processing step would): the model repository and what was measured on it re-run,
+    and compare.md reports every offline and online level slower beyond the noise, with the
+    project's commit among what differs."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    project = project_copy(tmp_path / "project")
+    runner = project / "scripts/deploybench/runners/onnxruntime.py"
+    code = runner.read_text()
+    code = code.replace("import numpy as np\n", "import time\n\nimport numpy as np\n", 1)
+    code = code.replace("    def __call__(self, arrays):\n",
+                        "    def __call__(self, arrays):\n        time.sleep(0.02)\n", 1)
+    runner.write_text(code)
+    changed = commit(project, "the runner waits 20 ms before each inference")
+    snakemake(work, f"{RUN}/compare.md", "results/tft-tiny/compare.md", project=project)
+
+    report = (work / RUN / "compare.md").read_text()
+    summary = {row["scenario"]: row for row in markdown_rows(report, "## Summary")}
+    for scenario, levels in (("offline", 2), ("online", 2)):
+        assert summary[scenario]["slower"] == str(levels), summary
+        rows = markdown_rows(report, f"## {scenario.capitalize()}")
+        assert [row["verdict"] for row in rows] == ["**slower**"] * levels, report
+        assert all(float(row["inf/s change"].rstrip(" %")) < -75 for row in rows), rows
+    assert summary["native"]["baseline"] == "none"  # the runner's code is not native's input
+    assert "**4 slower** of 4 compared levels, beyond the measured noise." in report
+    before = json.loads((built / RUN / "offline.json").read_text())["provenance"]["project"]
+    differences = {row["what"]: row for row in markdown_rows(report, "## Provenance differences")}
+    assert differences["project.commit"] == {"what": "project.commit",
+                                             "baseline": before["commit"], "current": changed,
+                                             "scenarios": "offline, online"}, differences
+    model = markdown_rows((work / "results/tft-tiny/compare.md").read_text(),
+                          "## Configurations")
+    assert (model[0]["compared"], model[0]["slower"]) == ("offline, online", "4"), model
+    assert "project.commit" in model[0]["provenance differences"], model
 
 
 def test_second_run_has_nothing_to_do(built):

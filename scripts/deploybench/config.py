@@ -18,6 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from . import baseline
 from .backends import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
 from .tables import published_gpus, reference_rows
 
@@ -106,6 +107,9 @@ def check_main(config: dict) -> None:
     then validated with a message naming the bad value's place."""
     coerce_strings(config, "config.schema.yaml")
     validate(config, "config.schema.yaml", "main config")
+    refused = baseline.problem(config.get("compare", {}).get("baseline", baseline.PREVIOUS))
+    if refused:
+        raise ConfigError(refused)
 
 
 def deep_merge(base: dict, override: dict) -> dict:

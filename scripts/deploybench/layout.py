@@ -5,8 +5,10 @@
     results/<model>/export/sparse/     a recommender's embedding storage (ensembles)
     results/<model>/<gpu>/<backend>_<precision>/   one configuration: converted/,
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
-        native.csv, plots/, README.md, logs/, benchmarks/, history/
+        native.csv, plots/, README.md, compare.md, logs/, benchmarks/,
+        history/ (<stem>-<UTC stamp>.<ext>: a copy of every finished measurement)
     results/<model>/README.md          the model report (+ plots/: its frontiers)
+    results/<model>/compare.md         the model's regression report
     results/packages/<sha>.txt         an installed package list, named by its hash
 
 Patterns carry Snakemake's wildcards (`{model}`, `{gpu}`, ...); `fill` gives one path.
@@ -23,6 +25,13 @@ EXPORT = f"{MODEL}/export"
 CONFIGURATION = f"{MODEL}/{{gpu}}/{{backend}}_{{precision}}"
 MODEL_REPORT = f"{MODEL}/README.md"
 CONFIGURATION_REPORT = "README.md"  # inside a configuration folder
+# Regression reports: a configuration's measurements against a baseline, and the model's
+COMPARISON = "compare.md"  # inside a configuration folder
+MODEL_COMPARISON = f"{MODEL}/compare.md"
+# A finished measurement's copy: history/<stem>-<stamp><suffix> beside it, stamped in UTC
+HISTORY = "history"
+STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
+STAMP = re.compile(r"\d{8}T\d{6}Z")
 # The installed packages a measurement ran with, by the hash its provenance records
 PACKAGES = "results/packages/{sha}.txt"
 
@@ -72,6 +81,23 @@ def is_directory(path: str | Path) -> bool:
 def configuration_reports(model_report: Path) -> list[Path]:
     """The configuration reports built so far beside a model report."""
     return sorted(Path(model_report).parent.glob(f"*/*/{CONFIGURATION_REPORT}"))
+
+
+def history_copy(path: str | Path, stamp: str) -> Path:
+    """The copy of measurement `path` (e.g. offline.json) stamped `stamp`."""
+    path = Path(path)
+    return path.parent / HISTORY / f"{path.stem}-{stamp}{path.suffix}"
+
+
+def history_copies(path: str | Path) -> dict[str, Path]:
+    """stamp -> copy of measurement `path`, oldest first."""
+    path = Path(path)
+    copies = {}
+    for copy in sorted((path.parent / HISTORY).glob(f"{path.stem}-*{path.suffix}")):
+        stamp = copy.name[len(path.stem) + 1:-len(path.suffix)]
+        if STAMP.fullmatch(stamp):
+            copies[stamp] = copy
+    return dict(sorted(copies.items()))
 
 
 def configuration_of(folder: Path) -> dict[str, str]:

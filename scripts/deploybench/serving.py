@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tritonclient.http as httpclient
 
-from . import artifacts, device, locks, provenance
+from . import artifacts, device, layout, locks, provenance
 from .triton import config as triton_config
 from .triton import install
 from .triton.server import TritonServer, server_flags
@@ -20,9 +20,9 @@ from .triton.server import TritonServer, server_flags
 def archive(*paths: Path) -> None:
     """Keep a dated copy of a finished measurement under history/: Snakemake deletes a
     job's old outputs when it re-runs it, and a failed re-run must not lose them."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime(layout.STAMP_FORMAT)
     for path in paths:
-        dest = path.parent / "history" / f"{path.stem}-{stamp}{path.suffix}"
+        dest = layout.history_copy(path, stamp)
         dest.parent.mkdir(exist_ok=True)
         shutil.copyfile(path, dest)
 

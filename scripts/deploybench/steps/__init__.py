@@ -45,6 +45,8 @@ STEPS = {
     "plots": "plots:plots",
     "configuration_report": "report:configuration_report",
     "model_report": "report:model_report",
+    "configuration_comparison": "compare:configuration_comparison",
+    "model_comparison": "compare:model_comparison",
 }
 
 

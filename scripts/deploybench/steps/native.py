@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, device, locks, provenance, source_model, telemetry
+from .. import artifacts, atomic, device, locks, provenance, serving, source_model, telemetry
 from ..host_load import HostLoad
 from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
@@ -38,6 +38,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))
+    serving.archive(out_csv, out_json)  # the baseline of the next one's regression report
     print(table.to_string(index=False))
 
 

@@ -1,0 +1,101 @@
+"""What a regression report compares a configuration's measurements with (`compare.baseline`):
+
+- `previous`: for each measurement, its history copy before the current one;
+- a history stamp (`20261124T063004Z`): the copy that was current then (the newest at or
+  before the stamp: offline, online and native are measured at different times);
+- a folder holding the same files, e.g. a committed measurement set; where it holds a
+  folder named as the configuration (`<backend>_<precision>`), that one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import layout
+
+PREVIOUS = "previous"
+# What compare.md compares: the measurements archived in history/
+SCENARIOS = ("offline", "online", "native")
+VALID = (f"'{PREVIOUS}', a history stamp (YYYYMMDDTHHMMSSZ, UTC, as history/ names its "
+         "copies) or an existing folder holding offline/online/native .csv and .json")
+
+
+def problem(setting: str) -> str | None:
+    """Why `setting` is not a baseline (None when it is one); a folder is looked up
+    from the working directory."""
+    if setting == PREVIOUS or layout.STAMP.fullmatch(setting) or Path(setting).is_dir():
+        return None
+    return f"compare.baseline '{setting}' is not a baseline; valid: {VALID}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One side of a comparison: a table and its JSON, and where they came from."""
+
+    csv: Path
+    json: Path
+    label: str  # e.g. "history/offline-20261124T063004Z" or the folder's path
+
+
+def _stamp_of(current: Path, copies: dict[str, Path]) -> str | None:
+    """The stamp of the history copy that is the current measurement (its JSON, with its
+    date and provenance, is that copy byte for byte)."""
+    data = current.read_bytes()
+    return next((s for s, c in reversed(copies.items()) if c.read_bytes() == data), None)
+
+
+def _from_history(csv: Path, stamp: str) -> Measurement | None:
+    copy_csv, copy_json = layout.history_copy(csv, stamp), layout.history_copy(
+        csv.with_suffix(".json"), stamp)
+    if not (copy_csv.is_file() and copy_json.is_file()):
+        return None
+    return Measurement(copy_csv, copy_json, copy_json.relative_to(csv.parent).with_suffix(
+        "").as_posix())
+
+
+def current(folder: Path, scenario: str) -> Measurement | None:
+    """The configuration's current measurement of `scenario` (None before one exists);
+    its label names its history copy where it has one."""
+    csv, json = folder / f"{scenario}.csv", folder / f"{scenario}.json"
+    if not (csv.is_file() and json.is_file()):
+        return None
+    stamp = _stamp_of(json, layout.history_copies(json))
+    label = (layout.history_copy(json, stamp).relative_to(folder).with_suffix("").as_posix()
+             if stamp else json.name)
+    return Measurement(csv, json, label)
+
+
+def find(folder: Path, scenario: str, setting: str) -> Measurement | None:
+    """The baseline of the configuration in `folder` for `scenario` (offline, online,
+    native), or None where it has none yet."""
+    if setting != PREVIOUS and not layout.STAMP.fullmatch(setting):
+        base = Path(setting)
+        own = base / folder.name  # a measurement set with a folder per configuration
+        base = own if own.is_dir() else base
+        csv, json = base / f"{scenario}.csv", base / f"{scenario}.json"
+        return Measurement(csv, json, base.as_posix()) if csv.is_file() and json.is_file() \
+            else None
+    json = folder / f"{scenario}.json"
+    copies = layout.history_copies(json)
+    if setting == PREVIOUS:
+        # the copy before the current one; all of them where the current has none (it was
+        # measured before measurements were archived, or its copy was removed)
+        mine = _stamp_of(json, copies) if json.is_file() else None
+        earlier = [s for s in copies if mine is None or s < mine]
+    else:
+        earlier = [s for s in copies if s <= setting]
+    for stamp in reversed(earlier):  # the newest with both its files
+        found = _from_history(folder / f"{scenario}.csv", stamp)
+        if found:
+            return found
+    return None
+
+
+def folder_files(folder: Path, setting: str) -> list[str]:
+    """A folder baseline's files for the configuration in `folder` (none for `previous`
+    or a stamp): inputs of its report, so that replacing them re-runs it."""
+    if setting == PREVIOUS or layout.STAMP.fullmatch(setting):
+        return []
+    found = (find(folder, s, setting) for s in SCENARIOS)
+    return sorted(str(p) for m in found if m for p in (m.csv, m.json))

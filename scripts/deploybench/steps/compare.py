@@ -1,0 +1,389 @@
+"""Regression reports: a configuration's current measurements against a baseline
+(deploybench.baseline), level by level, a change counted only beyond the measured noise,
+with what differs in what they ran on; and one report per model summarising them.
+
+Noise, per side and level: the larger of the stability criterion the runs used
+(perf_analyzer's stability_percentage: its last windows agree within it) and, with
+perf.repeats, the distance from the median to either end of its 95 % interval, in % of
+the value. A metric changed when the two sides' ranges (value ± noise) do not overlap.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic, baseline, layout
+from ..host_load import CONTENDED_CORES
+from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
+from .report import PERF_ANALYZER_STABILITY, markdown_table
+
+LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],
+         "online": ["Batch", "Concurrency", SHARED_MEMORY], "native": ["Batch"]}
+# metric -> +1 where higher is better, -1 where lower is; None: shown, never judged
+# (perf_analyzer stabilises throughput and the average latency, not p99)
+METRICS = {"offline": {THROUGHPUT: 1, "avg latency (ms)": -1, "p99 latency (ms)": None},
+           "native": {THROUGHPUT: 1, "median latency (ms)": -1, DEVICE_THROUGHPUT: 1}}
+METRICS["online"] = METRICS["offline"]
+VERDICTS = ("faster", "slower", "mixed", "unchanged", "added", "removed")
+NOISE = "noise ± % (baseline, current)"
+# provenance fields that name places, not what ran, or change with every run
+NOT_COMPARED = ("date", "device_lock", "server.tritonserver", "server.backend_directory",
+                "server.perf_analyzer", "server.launcher")
+
+
+def changed(base: float, current: float, base_noise: float, current_noise: float) -> int:
+    """+1 where `current` is above `base` beyond both sides' noise (in %), -1 below it,
+    0 where their ranges overlap."""
+    if current * (1 - current_noise / 100) > base * (1 + base_noise / 100):
+        return 1
+    if current * (1 + current_noise / 100) < base * (1 - base_noise / 100):
+        return -1
+    return 0
+
+
+def noise(report: dict, level: dict, value: float, stability: float | None = None) -> float:
+    """A level's noise in % of `value`: the larger of the stability criterion its runs
+    used (`stability` where the report has none: native) and its repeats' 95 % interval."""
+    settings = report.get("perf_analyzer_settings", {})
+    pct = float(settings.get("stability_percentage", stability or PERF_ANALYZER_STABILITY))
+    for entry in report.get("repeats", []):
+        if _matches(entry, level) and value > 0:
+            low, high = entry["ci95"]
+            pct = max(pct, (value - low) / value * 100, (high - value) / value * 100)
+    return round(pct, 2)
+
+
+def _matches(entry: dict, level: dict) -> bool:
+    """Whether a JSON's per-level entry (repeats, host_load) is of this level."""
+    return all(_value(entry.get(k)) == _value(v) for k, v in level.items())
+
+
+def _value(value):
+    try:  # 4 and 4.0 alike
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _contended(report: dict, level: dict) -> bool:
+    load = report.get("host_load")
+    if isinstance(load, dict):  # native: one for the whole run
+        return bool(load.get("contended"))
+    return any(_matches(entry, level) and entry.get("contended") for entry in load or [])
+
+
+def _read(scenario: str, csv: Path) -> pd.DataFrame:
+    table = pd.read_csv(csv) if scenario == "native" else read_perf(csv)
+    keep = [c for c in [*LEVEL[scenario], *METRICS[scenario]] if c in table]
+    return table[keep]
+
+
+@dataclass
+class Scenario:
+    """One scenario's comparison: its table (None without a baseline) and counts."""
+
+    name: str
+    current: baseline.Measurement | None
+    base: baseline.Measurement | None
+    table: pd.DataFrame | None = None
+    counts: dict = field(default_factory=dict)
+    contended: int = 0
+    current_report: dict = field(default_factory=dict)
+    base_report: dict = field(default_factory=dict)
+
+
+def compare_scenario(name: str, current: baseline.Measurement | None,
+                     base: baseline.Measurement | None,
+                     stability: float | None = None) -> Scenario:
+    """Every level of both sides: values, change in %, each side's noise and the verdict
+    (faster, slower, mixed, unchanged; added or removed where one side lacks the level).
+    `stability`: the criterion for a side whose report has none (native)."""
+    result = Scenario(name, current, base)
+    if current is None or base is None:
+        return result
+    reports = [json.loads(m.json.read_text()) for m in (base, current)]
+    result.base_report, result.current_report = reports
+    keys = LEVEL[name]
+    tables = [_read(name, m.csv) for m in (base, current)]
+    merged = tables[0].merge(tables[1], on=keys, how="outer", suffixes=(" base", " now"),
+                             indicator=True).sort_values(keys)
+    rows = []
+    for _, row in merged.iterrows():
+        level = {k: row[k] for k in keys}
+        out = {k: (int(v) if isinstance(v, float) else v) for k, v in level.items()}
+        verdict, contended = _verdict(name, row, level, reports, out, stability)
+        out["verdict"] = verdict
+        out["contended"] = contended
+        rows.append(out)
+        result.counts[verdict] = result.counts.get(verdict, 0) + 1
+        result.contended += bool(contended)
+    order = [*keys, *(f"{_short(m)} {part}" for m in METRICS[name]
+                      for part in ("baseline", "current", "change")), NOISE, "verdict",
+             "contended"]
+    table = pd.DataFrame(rows)
+    result.table = table[[c for c in order if c in table]]
+    return result
+
+
+def _verdict(name: str, row: pd.Series, level: dict, reports: list[dict], out: dict,
+             stability: float | None) -> tuple[str, str]:
+    """Fills `out` with the level's values, changes and noise; its verdict, and which
+    sides ran beside other load."""
+    sides = {"both": ("baseline", "current"), "left_only": ("baseline",),
+             "right_only": ("current",)}[row["_merge"]]
+    contended = ", ".join(side for side, report in zip(("baseline", "current"), reports)
+                          if side in sides and _contended(report, level))
+    if row["_merge"] != "both":
+        for metric in METRICS[name]:
+            for side, suffix in (("baseline", "base"), ("current", "now")):
+                if not pd.isna(row.get(f"{metric} {suffix}")):
+                    out[f"{_short(metric)} {side}"] = row[f"{metric} {suffix}"]
+        return ("removed" if row["_merge"] == "left_only" else "added"), contended
+    throughput = [row.get(f"{THROUGHPUT} {suffix}") for suffix in ("base", "now")]
+    noises = [noise(report, level, value, stability)
+              for report, value in zip(reports, throughput)]
+    better = set()
+    for metric, sign in METRICS[name].items():
+        base, now = row.get(f"{metric} base"), row.get(f"{metric} now")
+        if pd.isna(base) and pd.isna(now):  # e.g. no device-resident figure on a CPU
+            continue
+        short = _short(metric)
+        out[f"{short} baseline"], out[f"{short} current"] = base, now
+        comparable = not (pd.isna(base) or pd.isna(now)) and base > 0
+        out[f"{short} change"] = f"{(now / base - 1) * 100:+.1f} %" if comparable else ""
+        if comparable and sign is not None:
+            better.add(sign * changed(base, now, *noises))
+    out[NOISE] = f"{noises[0]:g}, {noises[1]:g}"
+    better.discard(0)
+    verdict = ("mixed" if len(better) > 1 else "faster" if better == {1}
+               else "slower" if better == {-1} else "unchanged")
+    return verdict, contended
+
+
+def _short(metric: str) -> str:
+    return {THROUGHPUT: "inf/s", DEVICE_THROUGHPUT: "device-resident inf/s",
+            "avg latency (ms)": "avg ms", "p99 latency (ms)": "p99 ms",
+            "median latency (ms)": "median ms"}[metric]
+
+
+def _flatten(value, prefix: str = "") -> dict[str, str]:
+    """A provenance as `a.b[0].c` -> value text."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items()
+                for k, v in _flatten(item, f"{prefix}.{key}" if prefix else str(key)).items()}
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return {k: v for i, item in enumerate(value)
+                for k, v in _flatten(item, f"{prefix}[{i}]").items()}
+    if isinstance(value, list):
+        return {prefix: ", ".join(str(v) for v in value)}
+    return {prefix: "" if value is None else str(value)}
+
+
+def differences(base: dict, current: dict, ignored: tuple[str, ...] = ()) -> dict:
+    """field -> (baseline, current) where two flattened records differ ("not recorded"
+    where one has no such field)."""
+    a, b = _flatten(base), _flatten(current)
+    return {k: (a.get(k, "not recorded"), b.get(k, "not recorded"))
+            for k in sorted(set(a) | set(b))
+            if a.get(k) != b.get(k) and not k.startswith(ignored)}
+
+
+def package_changes(base_sha: str, current_sha: str, root: Path = Path(".")) -> list[str]:
+    """What differs between two installed-package lists (results/packages/<hash>.txt):
+    `name old -> new`, `name added`/`removed`; a line saying which list is missing."""
+    lists = {}
+    for sha in (base_sha, current_sha):
+        path = root / layout.fill(layout.PACKAGES, sha=sha)
+        if not path.is_file():
+            return [f"package list `{path}` not found: the lists cannot be compared"]
+        lists[sha] = dict(line.split("==", 1) for line in path.read_text().splitlines()
+                          if "==" in line)
+    old, new = lists[base_sha], lists[current_sha]
+    return ([f"{n} {old[n]} → {new[n]}" for n in sorted(old.keys() & new.keys(),
+                                                       key=str.lower) if old[n] != new[n]]
+            + [f"{n} {new[n]} added" for n in sorted(new.keys() - old.keys(), key=str.lower)]
+            + [f"{n} {old[n]} removed" for n in sorted(old.keys() - new.keys(),
+                                                       key=str.lower)])
+
+
+@dataclass
+class Comparison:
+    """A configuration's comparison: its scenarios, and what differs between the sides
+    (field -> (baseline, current) -> the scenarios where it does)."""
+
+    setting: str
+    scenarios: list[Scenario]
+    provenance: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    packages: list[str] = field(default_factory=list)
+
+    def count(self, verdict: str) -> int:
+        return sum(s.counts.get(verdict, 0) for s in self.scenarios)
+
+
+def compare_configuration(folder: Path, setting: str) -> Comparison:
+    """Every scenario of the configuration in `folder` against the baseline `setting`."""
+    folder = Path(folder)
+    offline = baseline.current(folder, "offline")
+    # native's criterion: the offline scenario's (else perf_analyzer's own)
+    stability = (json.loads(offline.json.read_text())["perf_analyzer_settings"].get(
+        "stability_percentage", PERF_ANALYZER_STABILITY) if offline else PERF_ANALYZER_STABILITY)
+    scenarios = [compare_scenario(name, baseline.current(folder, name),
+                                  baseline.find(folder, name, setting), stability)
+                 for name in baseline.SCENARIOS]
+    result = Comparison(setting, scenarios)
+    lists = {}  # (baseline, current) package list hashes -> the scenarios of that pair
+    for s in scenarios:
+        if s.table is None:
+            continue
+        base, now = s.base_report.get("provenance", {}), s.current_report.get("provenance", {})
+        for what, values in differences(base, now, NOT_COMPARED).items():
+            result.provenance.setdefault(what, {}).setdefault(values, []).append(s.name)
+        ran = [{k: r[k] for k in ("perf_analyzer_settings", "triton", "min_seconds")
+                if k in r} for r in (s.base_report, s.current_report)]
+        for what, values in differences(*ran).items():
+            result.settings.setdefault(what, {}).setdefault(values, []).append(s.name)
+        shas = (base.get("installed_packages"), now.get("installed_packages"))
+        if all(shas) and shas[0] != shas[1]:
+            lists.setdefault(shas, []).append(s.name)
+    result.packages = [f"{line} ({', '.join(names)})" for shas, names in lists.items()
+                       for line in package_changes(*shas)]
+    return result
+
+
+def _measurement(m: baseline.Measurement, report: dict) -> str:
+    prov = report.get("provenance", {})
+    ran = report.get("perf_analyzer_settings", {})
+    repeats = ran.get("repeats", 1)
+    return (f"`{m.label}` (measured {prov.get('date', 'at an unrecorded date')}"
+            + (f", stability {ran['stability_percentage']:g} %"
+               if "stability_percentage" in ran else "")
+            + (f", {repeats} runs a level" if repeats > 1 else "") + ")")
+
+
+def _no_baseline(scenario: Scenario, setting: str) -> str:
+    if scenario.current is None:
+        return f"Not measured yet: no `{scenario.name}.csv` and `{scenario.name}.json`."
+    if setting == baseline.PREVIOUS:
+        why = f"no measurement before the current one (`{scenario.current.label}`) in history/"
+    elif layout.STAMP.fullmatch(setting):
+        why = f"no copy in history/ at or before {setting}"
+    else:
+        why = f"`{setting}` holds no `{scenario.name}.csv` and `{scenario.name}.json`"
+    return f"No baseline yet: {why}."
+
+
+def _grouped(found: dict) -> pd.DataFrame:
+    return pd.DataFrame([{"what": what, "baseline": old, "current": new,
+                          "scenarios": ", ".join(names)}
+                         for what, values in found.items()
+                         for (old, new), names in values.items()])
+
+
+def _headline(comparison: Comparison) -> str:
+    compared = [s for s in comparison.scenarios if s.table is not None]
+    if not compared:
+        return "**No baseline yet** for any scenario: nothing to compare."
+    levels = sum(c for s in compared for v, c in s.counts.items() if v in VERDICTS[:4])
+    changed_levels = {v: comparison.count(v) for v in ("faster", "slower", "mixed")}
+    text = ", ".join(f"{n} {v}" for v, n in changed_levels.items() if n)
+    return (f"**{text}** of {levels} compared levels, beyond the measured noise." if text
+            else f"**No change beyond the measured noise** in {levels} compared levels.")
+
+
+def render_configuration(title: str, comparison: Comparison) -> str:
+    setting = comparison.setting
+    what = {baseline.PREVIOUS: "each measurement's previous one in history/"}.get(
+        setting, f"history stamp {setting}" if layout.STAMP.fullmatch(setting)
+        else f"the measurements in `{setting}`")
+    summary = pd.DataFrame([
+        {"scenario": s.name,
+         "current": s.current.label if s.current else "not measured",
+         "baseline": s.base.label if s.base else "none",
+         **{v: s.counts.get(v, 0) for v in VERDICTS}, "contended": s.contended}
+        for s in comparison.scenarios])
+    text = f"""# Regression report: {title}
+
+Current measurements against the baseline `{setting}` ({what}). {_headline(comparison)}
+
+## Summary
+
+{markdown_table(summary)}
+
+Noise, per side and level: the larger of the stability criterion the runs used
+(perf_analyzer's `stability_percentage`; native rows, which perf_analyzer does not measure,
+take the offline scenario's) and, with `perf.repeats`, the median's 95 % interval, in % of
+the value. A level is faster or slower where its throughput or average latency (native:
+median latency, device-resident throughput) differs beyond both sides' noise (the ranges
+value ± noise do not overlap), mixed where they disagree; p99 is shown, not judged (no
+stability criterion bounds it). `contended`: the side ran beside other load (more than
+{CONTENDED_CORES} cores of other processes).
+"""
+    for s in comparison.scenarios:
+        text += f"\n## {s.name.capitalize()}\n\n"
+        if s.table is None:
+            text += _no_baseline(s, setting) + "\n"
+            continue
+        text += (f"Current: {_measurement(s.current, s.current_report)}; baseline: "
+                 f"{_measurement(s.base, s.base_report)}.\n\n"
+                 + markdown_table(s.table.assign(verdict=s.table["verdict"].map(_bold)))
+                 + "\n")
+    if any(s.table is not None for s in comparison.scenarios):
+        packages = "\n".join(f"- {p}" for p in comparison.packages) or "The same list."
+        text += (f"\n## Provenance differences\n\n{_differences(comparison.provenance)}\n"
+                 f"\n## Settings differences\n\n{_differences(comparison.settings)}\n"
+                 f"\n## Installed packages\n\n{packages}\n")
+    return text
+
+
+def _differences(found: dict) -> str:
+    return markdown_table(_grouped(found)) if found else "None."
+
+
+def _bold(verdict: str) -> str:
+    return f"**{verdict}**" if verdict in ("faster", "slower", "mixed") else verdict
+
+
+def configuration_comparison(spec: dict, offline: Path, online: Path, native: Path,
+                             out: Path) -> None:
+    """One configuration's compare.md (`offline`, `online`, `native`: its current tables;
+    their JSONs and history beside them)."""
+    comparison = compare_configuration(Path(out).parent, spec["baseline"])
+    with atomic.output(out) as tmp:
+        tmp.write_text(render_configuration(spec["title"], comparison))
+
+
+def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
+    """The model's compare.md: each configuration built so far (the reports asked for,
+    and every configuration report on disk) summarised, linked to its compare.md."""
+    folders = sorted({Path(c).parent for c in configs}
+                     | {r.parent for r in layout.configuration_reports(Path(out))})
+    rows = []
+    for folder in folders:
+        comparison = compare_configuration(folder, spec["baseline"])
+        where = layout.configuration_of(folder)
+        name = f"{where['gpu']}/{where['name']}"
+        link = (f"[{name}]({name}/{layout.COMPARISON})"
+                if (folder / layout.COMPARISON).is_file() else f"{name} (no compare.md)")
+        compared = [s for s in comparison.scenarios if s.table is not None]
+        rows.append({
+            "configuration": link,
+            "compared": ", ".join(s.name for s in compared) or "no baseline yet",
+            **{v: comparison.count(v) for v in VERDICTS},
+            "contended": sum(s.contended for s in compared),
+            "provenance differences": ", ".join(comparison.provenance)
+            + (f" ({len(comparison.packages)} package changes)" if comparison.packages
+               else ""),
+        })
+    text = (f"# Regression report: {spec['title']}\n\nEvery configuration of `{spec['model']}` "
+            f"built so far against the baseline `{spec['baseline']}`: how many levels "
+            "(batch sizes, concurrency levels, native batches) changed beyond the measured "
+            "noise; each configuration's report has the levels and the differences.\n\n"
+            "## Configurations\n\n"
+            + (markdown_table(pd.DataFrame(rows)) if rows else "Nothing built yet.") + "\n")
+    with atomic.output(out) as tmp:
+        tmp.write_text(text)

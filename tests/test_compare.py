@@ -1,0 +1,123 @@
+"""Regression reports' rules: which baseline a setting picks, the noise of a level and when
+a change counts (the real runs: tests/test_pipeline.py)."""
+
+import pytest
+
+from conftest import main_config
+from deploybench import baseline, layout
+from deploybench.config import ConfigError, check_main
+from deploybench.steps.compare import changed, differences, noise
+
+
+def test_a_change_counts_only_where_the_two_ranges_do_not_overlap():
+    assert changed(100, 125, 10, 10) == 1  # 112.5 > 110
+    assert changed(100, 120, 10, 10) == 0  # 108 < 110: within both sides' noise
+    assert changed(100, 80, 10, 10) == -1  # 88 < 90
+    assert changed(100, 85, 10, 10) == 0
+    assert changed(100, 24, 60, 60) == -1 and changed(100, 26, 60, 60) == 0
+    assert changed(100, 130, 5, 30) == 0  # one noisy side is enough to keep it
+
+
+def test_noise_is_the_larger_of_the_stability_criterion_and_the_interval():
+    level = {"Batch": 4, "Concurrency": 1, "Shared memory": "system"}
+    report = {"perf_analyzer_settings": {"stability_percentage": 10}, "repeats": [
+        {"Batch": 4, "Concurrency": 1, "Shared memory": "system", "ci95": [700.0, 1040.0]},
+        {"Batch": 1, "Concurrency": 1, "Shared memory": "system", "ci95": [1.0, 9000.0]}]}
+    assert noise(report, level, 1000.0) == 30.0  # the interval's lower end: 30 % below
+    assert noise(report, {**level, "Batch": 8}, 1000.0) == 10.0  # no repeats for the level
+    assert noise({"perf_analyzer_settings": {"stability_percentage": 60}}, level, 5.0) == 60.0
+    assert noise({}, {"Batch": 4}, 5.0, stability=30) == 30.0  # native: the offline's
+
+
+def test_differences_name_each_field_and_what_one_side_lacks():
+    old = {"project": {"commit": "a", "dirty": False}, "gpus": [{"driver": "570"}],
+           "date": "today"}
+    new = {"project": {"commit": "b", "dirty": False}, "gpus": [{"driver": "580"}],
+           "date": "tomorrow", "cuda": "13.0"}
+    assert differences(old, new, ("date",)) == {
+        "cuda": ("not recorded", "13.0"), "gpus[0].driver": ("570", "580"),
+        "project.commit": ("a", "b")}
+
+
+def _measurement(folder, name, stamp=None, text="x"):
+    for suffix in (".csv", ".json"):
+        path = folder / f"{name}{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = f"{text}{suffix}"
+        if stamp:
+            copy = layout.history_copy(path, stamp)
+            copy.parent.mkdir(exist_ok=True)
+            copy.write_text(body)
+        else:
+            path.write_text(body)
+
+
+def test_each_setting_picks_its_baseline(tmp_path):
+    folder = tmp_path / "results/m/cpu/onnx_fp32"
+    for stamp, text in (("20261101T000000Z", "first"), ("20261102T000000Z", "second"),
+                        ("20261103T000000Z", "third")):
+        _measurement(folder, "offline", stamp, text)
+    _measurement(folder, "offline", text="third")  # the current one: the newest copy
+    _measurement(folder, "online", "20261102T120000Z", "only")
+    _measurement(folder, "online", text="only")
+
+    previous = baseline.find(folder, "offline", "previous")
+    assert previous.label == "history/offline-20261102T000000Z"
+    assert previous.csv.read_text() == "second.csv"
+    assert baseline.current(folder, "offline").label == "history/offline-20261103T000000Z"
+    assert baseline.find(folder, "online", "previous") is None  # measured once
+    # a stamp: the copy current then
+    assert baseline.find(folder, "offline", "20261101T120000Z").label.endswith("01T000000Z")
+    assert baseline.find(folder, "online", "20261101T120000Z") is None
+    # a folder, or its folder named as the configuration
+    committed = tmp_path / "set"
+    _measurement(committed / "onnx_fp32", "offline", text="committed")
+    found = baseline.find(folder, "offline", str(committed))
+    assert found.csv == committed / "onnx_fp32/offline.csv" and found.label == str(
+        committed / "onnx_fp32")
+    assert baseline.find(folder, "online", str(committed)) is None
+    assert baseline.folder_files(folder, str(committed)) == [
+        str(committed / "onnx_fp32/offline.csv"), str(committed / "onnx_fp32/offline.json")]
+    assert baseline.folder_files(folder, "previous") == []
+
+
+def test_a_current_measurement_without_a_copy_compares_with_the_newest(tmp_path):
+    """Measured before measurements were archived (or its copy removed)."""
+    folder = tmp_path / "c"
+    _measurement(folder, "native", "20261101T000000Z", "old")
+    _measurement(folder, "native", text="new")
+    assert baseline.current(folder, "native").label == "native.json"
+    assert baseline.find(folder, "native", "previous").label == "history/native-20261101T000000Z"
+
+
+@pytest.mark.parametrize("setting", ["last-tuesday", "2026-11-24", "20261124T0630Z",
+                                     "no/such/folder"])
+def test_a_bad_baseline_names_itself_and_what_is_valid(setting):
+    with pytest.raises(ConfigError) as err:
+        check_main(main_config(compare={"baseline": setting}))
+    assert str(err.value) == (
+        f"compare.baseline '{setting}' is not a baseline; valid: 'previous', a history stamp "
+        "(YYYYMMDDTHHMMSSZ, UTC, as history/ names its copies) or an existing folder holding "
+        "offline/online/native .csv and .json")
+
+
+@pytest.mark.parametrize("setting", ["previous", "20261124T063004Z", "config"])
+def test_good_baselines_pass(setting, monkeypatch):
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    check_main(main_config(compare={"baseline": setting}))
+
+
+def test_two_package_lists_are_diffed_by_name(tmp_path):
+    from deploybench.steps.compare import package_changes
+
+    folder = tmp_path / "results/packages"
+    folder.mkdir(parents=True)
+    (folder / "aaa.txt").write_text("numpy==1.26.4\nonnx==1.22.0\ntorch==2.12.0\n")
+    (folder / "bbb.txt").write_text("numpy==1.26.4\nplaywright==1.65.2\ntorch==2.13.0\n")
+    assert package_changes("aaa", "bbb", tmp_path) == [
+        "torch 2.12.0 → 2.13.0", "playwright 1.65.2 added", "onnx 1.22.0 removed"]
+    assert package_changes("aaa", "ccc", tmp_path) == [
+        f"package list `{tmp_path}/results/packages/ccc.txt` not found: the lists cannot be "
+        "compared"]
