@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).
-ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12"]
+ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12", "markdown-it-py"]
 # Already on the target (the lent H100's image); `--have` replaces this list.
 TARGET_HAS = [
     "torch", "numpy", "pandas", "matplotlib", "onnx", "onnxruntime", "pyyaml", "grpcio",

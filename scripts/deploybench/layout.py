@@ -5,8 +5,8 @@
     results/<model>/export/sparse/     a recommender's embedding storage (ensembles)
     results/<model>/<gpu>/<backend>_<precision>/   one configuration: converted/,
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
-        native.csv, plots/, README.md, logs/, benchmarks/, history/
-    results/<model>/README.md          the model report (+ plots/: its frontiers)
+        native.csv, plots/, README.md (+ README.html), logs/, benchmarks/, history/
+    results/<model>/README.md          the model report (+ plots/: its frontiers; README.html)
     results/packages/<sha>.txt         an installed package list, named by its hash
 
 Patterns carry Snakemake's wildcards (`{model}`, `{gpu}`, ...); `fill` gives one path.
@@ -23,6 +23,9 @@ EXPORT = f"{MODEL}/export"
 CONFIGURATION = f"{MODEL}/{{gpu}}/{{backend}}_{{precision}}"
 MODEL_REPORT = f"{MODEL}/README.md"
 CONFIGURATION_REPORT = "README.md"  # inside a configuration folder
+# A markdown report as one HTML page, its plots embedded (Snakemake's HTML report)
+CONFIGURATION_PAGE = "README.html"
+MODEL_PAGE = f"{MODEL}/README.html"
 # The installed packages a measurement ran with, by the hash its provenance records
 PACKAGES = "results/packages/{sha}.txt"
 

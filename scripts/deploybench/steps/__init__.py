@@ -45,6 +45,8 @@ STEPS = {
     "plots": "plots:plots",
     "configuration_report": "report:configuration_report",
     "model_report": "report:model_report",
+    "configuration_html": "html_page:html_page",
+    "model_html": "html_page:html_page",
 }
 
 
