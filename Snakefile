@@ -11,6 +11,11 @@ from deploybench.config import check_main
 min_version("9.0")
 
 
+# `snakemake --report report.html`: its front page; what it lists is marked by reported()
+# (rules/common.smk).
+report: "report/workflow.rst"
+
+
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 

@@ -181,9 +181,12 @@ def configuration_readme(key):
 
 
 def default_targets():
-    readmes = [configuration_readme(t) for t in config["targets"]]
+    """Every default configuration's report and its model's, as HTML pages (the markdown
+    reports they render come with them): the HTML report (`snakemake --report`) shows
+    what its targets' jobs made."""
+    pages = [layout.fill(cfg(layout.CONFIGURATION_PAGE), **t) for t in config["targets"]]
     models = sorted({t["model"] for t in config["targets"]})
-    return readmes + [layout.fill(layout.MODEL_REPORT, model=m) for m in models]
+    return pages + [layout.fill(layout.MODEL_PAGE, model=m) for m in models]
 
 
 def seed_targets():
@@ -225,3 +228,37 @@ def comparison_baseline(w):
     stamp, whose copies are never rewritten): replacing them re-runs its compare.md."""
     folder = Path(layout.fill(cfg(), **key_of(w)))
     return baseline.folder_files(folder, config["compare"]["baseline"])
+
+
+# What the HTML report (`snakemake --report report.html`) shows, and where: reported()
+# files an output under its model (category), then its configuration
+# `<gpu>/<backend>_<precision>` or "all configurations" (subcategory), lists it by one
+# label, "<kind>: <file name>" (Snakemake makes a second label with two values a toggle
+# that hides half the list), and describes it by report/<configuration|model>/<file>.rst.
+REPORT_KINDS = {".csv": "table", ".png": "plot", ".html": "report"}
+MODEL_FILES = "all configurations"
+
+
+def reported(pattern):
+    """`pattern`, an output of a configuration (cfg(...)) or of a model (under
+    layout.MODEL) that a reader looks at, marked for the HTML report."""
+    for level, folder, subcategory in (
+        ("configuration", cfg(), "{gpu}/{backend}_{precision}"),
+        ("model", layout.MODEL, MODEL_FILES),
+    ):
+        if pattern.startswith(folder + "/"):
+            name = Path(pattern[len(folder) + 1 :])
+            break
+    else:
+        raise ValueError(f"reported(): {pattern} is not a configuration's or a model's file")
+    caption = Path(workflow.basedir, "report", level, name.with_suffix(".rst"))
+    if not caption.is_file():
+        raise ValueError(f"reported(): {pattern} has no caption ({caption})")
+    kind = REPORT_KINDS[name.suffix]
+    return report(
+        pattern,
+        caption=str(caption),
+        category="{model}",
+        subcategory=subcategory,
+        labels={"result": f"{kind}: {name.stem.replace('_', ' ')}"},
+    )

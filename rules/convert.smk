@@ -48,7 +48,7 @@ rule conversion_check:
         converted=converted_path,
         eval_set=src("eval.npz"),
     output:
-        out=cfg("conversion_check.csv"),
+        out=reported(cfg("conversion_check.csv")),
     log:
         log=cfg("logs/conversion_check.log"),
     benchmark:

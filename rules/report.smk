@@ -1,4 +1,4 @@
-# Plots, README reports and regression reports (compare.md).
+# Plots, README reports, regression reports (compare.md) and their HTML pages.
 
 
 rule plots:
@@ -6,9 +6,9 @@ rule plots:
         offline=cfg("offline.csv"),
         online=cfg("online.csv"),
     output:
-        offline_throughput=cfg("plots/offline_throughput.png"),
-        offline_latency=cfg("plots/offline_latency.png"),
-        online_latency=cfg("plots/online_latency.png"),
+        offline_throughput=reported(cfg("plots/offline_throughput.png")),
+        offline_latency=reported(cfg("plots/offline_latency.png")),
+        online_latency=reported(cfg("plots/online_latency.png")),
     log:
         log=cfg("logs/plots.log"),
     conda:
@@ -55,8 +55,8 @@ rule model_report:
         configs=model_report_inputs,
     output:
         out=layout.MODEL_REPORT,
-        offline_frontier=f"{layout.MODEL}/plots/offline_frontier.png",
-        online_frontier=f"{layout.MODEL}/plots/online_frontier.png",
+        offline_frontier=reported(f"{layout.MODEL}/plots/offline_frontier.png"),
+        online_frontier=reported(f"{layout.MODEL}/plots/online_frontier.png"),
     log:
         log=f"{layout.MODEL}/logs/model_report.log",
     conda:
@@ -110,6 +110,26 @@ rule configuration_comparison:
         "../scripts/run_step.py"
 
 
+# A README as one HTML page with its plots embedded, for the HTML report, which offers
+# markdown only as a download. The plots are the README job's inputs or outputs: a new plot
+# rewrites the README, and so re-renders the page.
+rule configuration_html:
+    input:
+        md=cfg(layout.CONFIGURATION_REPORT),
+    output:
+        out=reported(cfg(layout.CONFIGURATION_PAGE)),
+    log:
+        log=cfg("logs/configuration_html.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("configuration_html"),
+    params:
+        spec="{}",
+    script:
+        "../scripts/run_step.py"
+
+
 rule model_comparison:
     input:
         configs=model_comparison_inputs,
@@ -131,3 +151,14 @@ rule model_comparison:
         ),
     script:
         "../scripts/run_step.py"
+
+
+use rule configuration_html as model_html with:
+    input:
+        md=layout.MODEL_REPORT,
+    output:
+        out=reported(layout.MODEL_PAGE),
+    log:
+        log=f"{layout.MODEL}/logs/model_html.log",
+    resources:
+        **cluster_resources("model_html"),

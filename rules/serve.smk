@@ -11,7 +11,7 @@ rule accuracy:
         repository=cfg("model_repository"),
         eval_set=src("eval.npz"),
     output:
-        out_csv=cfg("accuracy.csv"),
+        out_csv=reported(cfg("accuracy.csv")),
         out_json=cfg("accuracy.json"),
     log:
         log=cfg("logs/accuracy.log"),
@@ -36,7 +36,7 @@ rule offline:
         perf_data=src("perf_data.json"),
         accuracy=cfg("accuracy.csv"),
     output:
-        out_csv=cfg("offline.csv"),
+        out_csv=reported(cfg("offline.csv")),
         out_json=cfg("offline.json"),
     log:
         log=cfg("logs/offline.log"),
@@ -58,7 +58,7 @@ rule offline:
 
 use rule offline as online with:
     output:
-        out_csv=cfg("online.csv"),
+        out_csv=reported(cfg("online.csv")),
         out_json=cfg("online.json"),
     log:
         log=cfg("logs/online.log"),
@@ -79,7 +79,7 @@ rule floor:
     input:
         perf_data=src("perf_data.json"),
     output:
-        out_csv=cfg("floor.csv"),
+        out_csv=reported(cfg("floor.csv")),
         out_json=cfg("floor.json"),
     log:
         log=cfg("logs/floor.log"),
@@ -104,7 +104,7 @@ rule native:
         converted=converted_path,
         eval_set=src("eval.npz"),
     output:
-        out_csv=cfg("native.csv"),
+        out_csv=reported(cfg("native.csv")),
         out_json=cfg("native.json"),
     log:
         log=cfg("logs/native.log"),

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).
 ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12",
+         "markdown-it-py",  # the READMEs as HTML pages
          "nvidia-ml-py"]  # NVML telemetry (pure Python: copied from here)
 # Already on the target (the lent H100's image); `--have` replaces this list.
 TARGET_HAS = [

@@ -79,6 +79,31 @@ def needs(module: str):
         pytest.skip(f"'{module}' is not installed", allow_module_level=True)
 
 
+# Debian's Chromium (apt package chromium), never a browser Playwright downloads. Without
+# the background-networking flags it keeps opening connections a closed network refuses;
+# --no-sandbox: its sandbox cannot start as root in a container.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Headless Chromium driven by Playwright: skipped where Chromium is not installed,
+    failed under CI, which installs it (.ci/run) and Playwright (the test extra)."""
+    if not CHROMIUM.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is not installed: .ci/run installs Debian's chromium",
+                        pytrace=False)
+        pytest.skip(f"{CHROMIUM} is not installed (Debian: apt-get install chromium)")
+    sync_api = needs("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
 def perf_commands(log: Path, warm_up: bool = False) -> list[list[str]]:
     """The perf_analyzer command lines a measuring step ran, from its log (or those of its
     discarded warm-up)."""

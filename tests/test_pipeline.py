@@ -3,8 +3,10 @@ perf_analyzer, and the incremental behaviour of re-runs."""
 
 import hashlib
 import importlib.metadata
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 import psutil
+import PIL.Image
 import pytest
 import yaml
 
@@ -366,6 +369,86 @@ def test_a_software_change_is_reported_with_its_provenance(built, tmp_path):
     assert "project.commit" in model[0]["provenance differences"], model
 
 
+def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chromium):
+    """`snakemake --report` on the build, opened in headless Chromium: a configuration's
+    report, tables and plots and its model's are listed by label, described by their
+    captions, and every image loads, in the report and in the README pages it frames."""
+    report = tmp_path / "report.html"
+    snakemake(built, "--report", str(report))
+    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(report.as_uri())
+
+    def listed() -> list[str]:  # the labels of the subcategory shown
+        return page.locator("nav tbody tr td:first-child").all_inner_texts()
+
+    def row(label: str):
+        return page.locator("nav tbody tr", has_text=label)
+
+    def loaded(frame) -> list[int]:  # the naturalWidth of each <img> of a frame
+        frame.wait_for_function("[...document.images].every(img => img.complete)")
+        return frame.eval_on_selector_all("img", "imgs => imgs.map(img => img.naturalWidth)")
+
+    def shown(label: str, name: str) -> None:  # a row's first button shows its image
+        row(label).locator("a").first.click()
+        image = page.locator("div.p-3 > img")
+        assert f"filename={name};" in image.get_attribute("src"), label
+        widths = loaded(page.main_frame)  # the report's logo and the image shown
+        assert len(widths) == 2 and min(widths) > 0, (label, widths)
+
+    def framed(label: str, title: str, images: int):  # a README page, in the report's frame
+        row(label).locator("a").first.click()
+        readme = page.locator("iframe").element_handle().content_frame()
+        assert title in readme.inner_text("h1")
+        widths = loaded(readme)
+        assert len(widths) == images and min(widths) > 0, widths
+        return readme
+
+    page.get_by_role("link", name="Results", exact=True).click()  # (one model: one link)
+    page.get_by_role("link", name="cpu/onnx_fp32", exact=True).click()
+    plots = ("offline_latency", "offline_throughput", "online_latency")
+    tables = ("accuracy", "conversion_check", "floor", "native", "offline", "online")
+    assert set(listed()) >= {"report: README",
+                             *(f"plot: {name.replace('_', ' ')}" for name in plots),
+                             *(f"table: {name.replace('_', ' ')}" for name in tables)}
+    for name in plots:
+        shown(f"plot: {name.replace('_', ' ')}", f"{name}.png")
+    readme = framed("report: README", "CPU only (the embedded default), ONNX Runtime with "
+                    "FP32", images=3)
+    assert readme.locator("th", has_text="Inferences/Second").count() >= 2  # tables as tables
+    screenshot = page.screenshot()
+    row("table: offline").locator("a").nth(1).click()  # its description
+    assert "Offline performance: static batching" in page.locator("nav").first.inner_text()
+    assert page.evaluate("Object.values(results).every(result => result.caption)")
+
+    page.get_by_role("link", name="tft-tiny", exact=True).click()
+    page.get_by_role("link", name="all configurations", exact=True).click()
+    assert set(listed()) == {"report: README", "plot: offline frontier", "plot: online frontier"}
+    shown("plot: online frontier", "online_frontier.png")
+    framed("report: README", "TFT (tiny test configuration): results", images=2)
+    assert not errors, errors
+
+    assert screenshot.startswith(b"\x89PNG\r\n\x1a\n")
+    image = PIL.Image.open(io.BytesIO(screenshot)).convert("RGB")
+    assert image.size == (1400, 1000) and len(image.getcolors(1 << 20)) > 100  # not blank
+    (tmp_path / "report.png").write_bytes(screenshot)  # to look at after a failure
+
+
+def test_html_report_of_named_targets_lists_what_their_jobs_made(built, tmp_path):
+    """Snakemake's way on a partly built workflow: a report of the targets named, here a
+    configuration's README.md: its tables and plots, not the pages the default renders."""
+    report = tmp_path / "partial.html"
+    snakemake(built, "--report", str(report), f"{RUN}/README.md")
+    listed = re.search(r'<script id="categories">\s*var categories = (.*);\n',
+                       report.read_text()).group(1)
+    assert json.loads(listed) == {"tft-tiny": {"cpu/onnx_fp32": sorted(
+        (f"{RUN}/{name}" for name in (
+            "accuracy.csv", "conversion_check.csv", "floor.csv", "native.csv", "offline.csv",
+            "online.csv", "plots/offline_latency.png", "plots/offline_throughput.png",
+            "plots/online_latency.png")), key=lambda path: Path(path).name)}}
+
+
 def test_second_run_has_nothing_to_do(built):
     assert "Nothing to be done" in snakemake(built, "-n").stdout
 
@@ -387,8 +470,8 @@ def test_online_concurrency_change_reruns_only_online_and_dependants(built, tmp_
     model["online"]["concurrency"] = [1, 2, 3]
     (models / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
     jobs = planned_jobs(snakemake(built, "-n", "--config", f"models_dir={models}"))
-    assert jobs == {"online": 1, "plots": 1, "configuration_report": 1,
-                    "model_report": 1, "all": 1}, jobs
+    assert jobs == {"online": 1, "plots": 1, "configuration_report": 1, "configuration_html": 1,
+                    "model_report": 1, "model_html": 1, "all": 1}, jobs
     result = snakemake(built, "-n", "--config", f"models_dir={models}")
     assert f"output: {RUN}/online.csv" in result.stdout
     assert f"output: {RUN}/offline.csv" not in result.stdout

@@ -5,9 +5,9 @@
     results/<model>/export/sparse/     a recommender's embedding storage (ensembles)
     results/<model>/<gpu>/<backend>_<precision>/   one configuration: converted/,
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
-        native.csv, plots/, README.md, compare.md, logs/, benchmarks/,
+        native.csv, plots/, README.md (+ README.html), compare.md, logs/, benchmarks/,
         history/ (<stem>-<UTC stamp>.<ext>: a copy of every finished measurement)
-    results/<model>/README.md          the model report (+ plots/: its frontiers)
+    results/<model>/README.md          the model report (+ plots/: its frontiers; README.html)
     results/<model>/compare.md         the model's regression report
     results/packages/<sha>.txt         an installed package list, named by its hash
 
@@ -32,6 +32,9 @@ MODEL_COMPARISON = f"{MODEL}/compare.md"
 HISTORY = "history"
 STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 STAMP = re.compile(r"\d{8}T\d{6}Z")
+# A markdown report as one HTML page, its plots embedded (Snakemake's HTML report)
+CONFIGURATION_PAGE = "README.html"
+MODEL_PAGE = f"{MODEL}/README.html"
 # The installed packages a measurement ran with, by the hash its provenance records
 PACKAGES = "results/packages/{sha}.txt"
 

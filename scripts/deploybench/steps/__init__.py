@@ -47,6 +47,8 @@ STEPS = {
     "model_report": "report:model_report",
     "configuration_comparison": "compare:configuration_comparison",
     "model_comparison": "compare:model_comparison",
+    "configuration_html": "html_page:html_page",
+    "model_html": "html_page:html_page",
 }
 
 
