@@ -181,12 +181,20 @@ def configuration_readme(key):
 
 
 def default_targets():
-    """Every default configuration's report and its model's, as HTML pages (the markdown
-    reports they render come with them): the HTML report (`snakemake --report`) shows
-    what its targets' jobs made."""
-    pages = [layout.fill(cfg(layout.CONFIGURATION_PAGE), **t) for t in config["targets"]]
+    """Every default configuration's report and regression report and its model's, as HTML
+    pages (the markdown reports they render come with them): the HTML report (`snakemake
+    --report`) shows what its targets' jobs made."""
+    pages = [
+        layout.fill(cfg(page), **t)
+        for t in config["targets"]
+        for page in (layout.CONFIGURATION_PAGE, layout.COMPARISON_PAGE)
+    ]
     models = sorted({t["model"] for t in config["targets"]})
-    return pages + [layout.fill(layout.MODEL_PAGE, model=m) for m in models]
+    return pages + [
+        layout.fill(page, model=m)
+        for m in models
+        for page in (layout.MODEL_PAGE, layout.MODEL_COMPARISON_PAGE)
+    ]
 
 
 def seed_targets():

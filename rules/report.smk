@@ -162,3 +162,25 @@ use rule configuration_html as model_html with:
         log=f"{layout.MODEL}/logs/model_html.log",
     resources:
         **cluster_resources("model_html"),
+
+
+use rule configuration_html as configuration_comparison_html with:
+    input:
+        md=cfg(layout.COMPARISON),
+    output:
+        out=reported(cfg(layout.COMPARISON_PAGE)),
+    log:
+        log=cfg("logs/configuration_comparison_html.log"),
+    resources:
+        **cluster_resources("configuration_comparison_html"),
+
+
+use rule configuration_html as model_comparison_html with:
+    input:
+        md=layout.MODEL_COMPARISON,
+    output:
+        out=reported(layout.MODEL_COMPARISON_PAGE),
+    log:
+        log=f"{layout.MODEL}/logs/model_comparison_html.log",
+    resources:
+        **cluster_resources("model_comparison_html"),

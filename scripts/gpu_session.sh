@@ -43,5 +43,6 @@ if [ -n "${AFTER:-}" ]; then
     tail -30 "$out/after.txt"
 fi
 (cd "$work" && tar czf "$out/results.tgz" --exclude=converted --exclude=model_repository \
-    --exclude='*/export' --exclude='*/source' --exclude='.*-work' results/*/h100 2>/dev/null)
+    --exclude='*/export' --exclude='*/source' --exclude='.*-work' results/*/h100 \
+    results/packages 2>/dev/null)  # the package lists the provenance names by hash
 ls -la "$out"

@@ -121,3 +121,32 @@ def test_two_package_lists_are_diffed_by_name(tmp_path):
     assert package_changes("aaa", "ccc", tmp_path) == [
         f"package list `{tmp_path}/results/packages/ccc.txt` not found: the lists cannot be "
         "compared"]
+
+
+def test_the_committed_h100_rerun_against_the_earlier_set(monkeypatch):
+    """The H100 re-run (results/bert/h100/regression-2026-11-24, telemetry and 3 repeats)
+    against the set measured hours before on another machine: every verdict follows from
+    the two throughputs and each side's noise, and what the older set did not record (its
+    package list, the project's commit, the device) is listed as a difference."""
+    from conftest import ROOT
+    from deploybench.steps.compare import compare_configuration
+
+    monkeypatch.chdir(ROOT)
+    result = compare_configuration(
+        ROOT / "results/bert/h100/regression-2026-11-24/torch-compile_fp16",
+        "results/bert/h100/torch-compile-2026-11-24")
+    compared = {s.name: s for s in result.scenarios if s.table is not None}
+    assert set(compared) == {"offline", "online", "native"}
+    for s in compared.values():
+        inf = [c for c in s.table.columns if c.startswith("inf/s")]
+        base, now = s.table[inf[0]], s.table[inf[1]]
+        for b, n, verdict in zip(base, now, s.table["verdict"]):
+            if verdict == "slower":
+                assert n * 1.1 < b * 0.9, (s.name, b, n)
+            if verdict == "faster" and s.name != "native":  # native judges its device column
+                assert n * 0.9 > b * 1.1, (s.name, b, n)
+        assert sum(s.counts.values()) == len(s.table)
+    assert compared["offline"].counts == {"slower": 1, "unchanged": 5}
+    assert ("not recorded", "GPU-64bf5357-837d-7ab3-6128-159e22e670ae") in \
+        result.provenance["device"]
+    assert result.packages == ["the baseline recorded no package list (offline, online, native)"]

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import PIL.Image
+import psutil
 import pytest
 import yaml
 
@@ -311,7 +311,7 @@ def project_copy(dest: Path) -> Path:
     of its own, committed: a run from it records that commit."""
     files = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "Snakefile",
-         "rules", "scripts", "config", "tests/config", "envs", "profiles"],
+         "rules", "scripts", "config", "tests/config", "envs", "profiles", "report"],
         capture_output=True, text=True, check=True).stdout.splitlines()
     for name in files:
         if (ROOT / name).is_file():
@@ -402,14 +402,14 @@ def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chro
         readme = page.locator("iframe").element_handle().content_frame()
         assert title in readme.inner_text("h1")
         widths = loaded(readme)
-        assert len(widths) == images and min(widths) > 0, widths
+        assert len(widths) == images and all(width > 0 for width in widths), widths
         return readme
 
     page.get_by_role("link", name="Results", exact=True).click()  # (one model: one link)
     page.get_by_role("link", name="cpu/onnx_fp32", exact=True).click()
     plots = ("offline_latency", "offline_throughput", "online_latency")
     tables = ("accuracy", "conversion_check", "floor", "native", "offline", "online")
-    assert set(listed()) >= {"report: README",
+    assert set(listed()) >= {"report: README", "report: compare",
                              *(f"plot: {name.replace('_', ' ')}" for name in plots),
                              *(f"table: {name.replace('_', ' ')}" for name in tables)}
     for name in plots:
@@ -417,6 +417,8 @@ def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chro
     readme = framed("report: README", "CPU only (the embedded default), ONNX Runtime with "
                     "FP32", images=3)
     assert readme.locator("th", has_text="Inferences/Second").count() >= 2  # tables as tables
+    comparison = framed("report: compare", "Regression report: TFT (tiny", images=0)
+    assert comparison.locator("th", has_text="baseline").count() >= 1  # its summary table
     screenshot = page.screenshot()
     row("table: offline").locator("a").nth(1).click()  # its description
     assert "Offline performance: static batching" in page.locator("nav").first.inner_text()
@@ -424,7 +426,8 @@ def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chro
 
     page.get_by_role("link", name="tft-tiny", exact=True).click()
     page.get_by_role("link", name="all configurations", exact=True).click()
-    assert set(listed()) == {"report: README", "plot: offline frontier", "plot: online frontier"}
+    assert set(listed()) == {"report: README", "report: compare", "plot: offline frontier",
+                             "plot: online frontier"}
     shown("plot: online frontier", "online_frontier.png")
     framed("report: README", "TFT (tiny test configuration): results", images=2)
     assert not errors, errors
@@ -471,7 +474,9 @@ def test_online_concurrency_change_reruns_only_online_and_dependants(built, tmp_
     (models / "tft-tiny.yaml").write_text(yaml.safe_dump(model))
     jobs = planned_jobs(snakemake(built, "-n", "--config", f"models_dir={models}"))
     assert jobs == {"online": 1, "plots": 1, "configuration_report": 1, "configuration_html": 1,
-                    "model_report": 1, "model_html": 1, "all": 1}, jobs
+                    "model_report": 1, "model_html": 1, "configuration_comparison": 1,
+                    "configuration_comparison_html": 1, "model_comparison": 1,
+                    "model_comparison_html": 1, "all": 1}, jobs
     result = snakemake(built, "-n", "--config", f"models_dir={models}")
     assert f"output: {RUN}/online.csv" in result.stdout
     assert f"output: {RUN}/offline.csv" not in result.stdout

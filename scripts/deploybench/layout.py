@@ -35,6 +35,8 @@ STAMP = re.compile(r"\d{8}T\d{6}Z")
 # A markdown report as one HTML page, its plots embedded (Snakemake's HTML report)
 CONFIGURATION_PAGE = "README.html"
 MODEL_PAGE = f"{MODEL}/README.html"
+COMPARISON_PAGE = "compare.html"
+MODEL_COMPARISON_PAGE = f"{MODEL}/compare.html"
 # The installed packages a measurement ran with, by the hash its provenance records
 PACKAGES = "results/packages/{sha}.txt"
 

@@ -49,6 +49,8 @@ STEPS = {
     "model_comparison": "compare:model_comparison",
     "configuration_html": "html_page:html_page",
     "model_html": "html_page:html_page",
+    "configuration_comparison_html": "html_page:html_page",
+    "model_comparison_html": "html_page:html_page",
 }
 
 

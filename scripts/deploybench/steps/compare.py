@@ -248,10 +248,12 @@ def compare_configuration(folder: Path, setting: str) -> Comparison:
         for what, values in differences(*ran).items():
             result.settings.setdefault(what, {}).setdefault(values, []).append(s.name)
         shas = (base.get("installed_packages"), now.get("installed_packages"))
-        if all(shas) and shas[0] != shas[1]:
+        if shas[0] != shas[1]:  # one side without a list (older runs) is a difference too
             lists.setdefault(shas, []).append(s.name)
     result.packages = [f"{line} ({', '.join(names)})" for shas, names in lists.items()
-                       for line in package_changes(*shas)]
+                       for line in (package_changes(*shas) if all(shas) else [
+                           f"the {side} recorded no package list" for side, sha
+                           in zip(("baseline", "current measurement"), shas) if not sha])]
     return result
 
 
