@@ -89,10 +89,10 @@ def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: st
     gpus = list(dict.fromkeys(gpu for gpu, *_ in lines)) or ["none"]
     fig, axes = plt.subplots(len(gpus), len(FRONTIER_LATENCIES), squeeze=False,
                              figsize=(11, 3.8 * len(gpus)))
+    colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
     for row, gpu in zip(axes, gpus):
+        panel = [line for line in lines if line[0] == gpu]
         for ax, latency in zip(row, FRONTIER_LATENCIES):
-            panel = [line for line in lines if line[0] == gpu]
-            colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
             for i, (_, label, published, rows) in enumerate(panel):
                 ax.plot(rows[latency], rows[THROUGHPUT], marker="o", markersize=3,
                         linestyle="--" if published else "-", label=label,

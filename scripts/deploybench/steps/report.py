@@ -387,17 +387,18 @@ def _series_label(series: tuple) -> str:
     return f"{gpu} {reference_series(*rest)} (reference)"
 
 
-def _measured(configs: list[Path], scenario: str):
-    """(label, table) of each GPU configuration's measured scenario, one per shared-memory
-    mode."""
+def _measured(configs: list[Path], scenario: str, cpu: bool = False):
+    """(GPU key, label, table) of each configuration's measured scenario (the CPU key's
+    too with `cpu`), one per shared-memory mode."""
     for readme in configs:
         folder = readme.parent
-        if layout.configuration_of(folder)["gpu"] == "cpu" or not (
-                folder / f"{scenario}.csv").is_file():
+        gpu = layout.configuration_of(folder)["gpu"]
+        if (gpu == CPU_KEY and not cpu) or not (folder / f"{scenario}.csv").is_file():
             continue
         measured = read_perf(folder / f"{scenario}.csv")
         for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
-            yield _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)"), rows
+            label = _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)")
+            yield gpu, label, rows
 
 
 def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
@@ -412,7 +413,7 @@ def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
     parts = [rows[keys + columns].assign(Configuration=_series_label(series))
              for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False)]
     parts += [rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]})[keys + columns]
-              .assign(Configuration=label) for label, rows in _measured(configs, scenario)]
+              .assign(Configuration=label) for _, label, rows in _measured(configs, scenario)]
     if not parts:
         return pd.DataFrame()
     table = pd.concat(parts, ignore_index=True)
@@ -508,7 +509,7 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
     keys = ["Batch", "Concurrency"]
     ref = _reference_rows(reference_csv, document, where, scenario)
     table = None
-    for label, rows in _measured(configs, scenario):
+    for _, label, rows in _measured(configs, scenario):
         ours = rows[[*keys, THROUGHPUT]].rename(columns={THROUGHPUT: label})
         table = ours if table is None else table.merge(ours, on=keys, how="outer")
     if table is None:
@@ -526,17 +527,9 @@ def frontier_lines(configs: list[Path], reference: dict | None, scenario: str) -
     tables have it); beside a GPU key's, its published tables, or where it has none (an
     H100) every published table, labelled with its GPU."""
     order = "Batch" if scenario == "offline" else "Concurrency"
-    lines = []
-    for readme in configs:
-        folder = readme.parent
-        if not (folder / f"{scenario}.csv").is_file():
-            continue
-        measured = read_perf(folder / f"{scenario}.csv")
-        measured["avg latency (ms)"] = measured[COMPONENT_SUM]
-        gpu = layout.configuration_of(folder)["gpu"]
-        for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
-            label = _column(folder) + ("" if mode in ("system", "none") else f" ({mode} shm)")
-            lines.append((gpu, label, False, rows.sort_values(order)))
+    lines = [(gpu, label, False,
+              rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]}).sort_values(order))
+             for gpu, label, rows in _measured(configs, scenario, cpu=True)]
     if not reference:
         return lines
     ref = _reference_rows(Path(reference["path"]), reference["document"],
@@ -590,8 +583,9 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
                       spec["title"], png)
     text += ("\n\n## Throughput against latency\n\nEach configuration's offline sweep (a "
              "point per batch) and online sweep (a point per concurrency) against p99 and "
-             "average latency, per GPU key; the published tables of the same GPU keys "
-             "dashed.\n\n"
+             "average latency, per GPU key; dashed, the published tables of the same GPU, "
+             "or, beside a GPU key without any (an H100), every published table, labelled "
+             "with its GPU.\n\n"
              + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
                              for s, png in (("offline", offline_frontier),
                                             ("online", online_frontier))))
