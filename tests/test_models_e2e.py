@@ -17,6 +17,7 @@ from conftest import ROOT, TINY, check_measurements, needs, planned_jobs, snakem
 from deploybench.device import gpu_names
 from deploybench.steps.report import markdown_table
 from deploybench.tables import PERF_COLUMNS as COLUMNS
+from deploybench.tables import measured_columns
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 
@@ -104,8 +105,9 @@ def check_configuration(work, run_dir: str, model: str) -> pd.DataFrame:
     assert f"| Triton server | {prov['offline']['triton']['version']} (embedded" in readme
     assert f"| perf_analyzer | {prov['offline']['perf_analyzer']} |" in readme
     offline_section = readme.split("## Offline scenario")[1].split("\n## ")[0]
-    assert markdown_table(offline) in offline_section
-    assert markdown_table(online) in readme.split("## Online scenario")[1]
+    # the report's tables: the seeds' columns (telemetry has a section of its own)
+    assert markdown_table(measured_columns(offline)) in offline_section
+    assert markdown_table(measured_columns(online)) in readme.split("## Online scenario")[1]
     assert "](plots/offline_throughput.png)" in readme
     assert "## Serving overhead: Triton vs native" in readme
     return accuracy
