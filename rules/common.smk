@@ -6,7 +6,7 @@ from snakemake.exceptions import WorkflowError
 
 from deploybench import baseline, layout
 from deploybench.backends import EXPORT_ARTIFACTS
-from deploybench.cluster import RESOURCES, job_resources
+from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings, step_spec
 from deploybench.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
@@ -30,15 +30,16 @@ wildcard_constraints:
     converted=r"model\.(pt|pt2|onnx|plan)",
 
 
-def measuring_threads():
-    """A measuring job's threads: every local core, so that no export or conversion runs
-    beside it and skews its numbers; 1 where an executor places jobs (a cluster job is
-    sized by cpus_per_task, deploybench.cluster) or no core count is set."""
+def measuring_threads(wildcards):
+    """A measuring job's threads: locally every core, so that no export or conversion runs
+    beside it and skews its numbers; where an executor places jobs, the device steps'
+    cpus_per_task (deploybench.cluster), which the Kubernetes plugin sizes a pod's CPU from;
+    1 in a job's own run without a core count. Per job: the executor is known only then."""
     if not workflow.local_exec:
-        return 1
+        return config["cluster"]["resources"]["device"]["cpus_per_task"]
     try:
         return workflow.cores
-    except WorkflowError:  # no --cores given (e.g. a remote job's own run)
+    except WorkflowError:  # no --cores given
         return 1
 
 

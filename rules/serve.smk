@@ -2,8 +2,8 @@
 # the native (in-process) throughput beside them.
 # `bench_slot` (1 in the profiles): two measuring jobs never share the device. Locally a
 # measuring job also takes every core (measuring_threads), so that no export or
-# conversion runs beside it and skews the numbers; on a cluster it owns its
-# `cpus_per_task` instead (deploybench.cluster).
+# conversion runs beside it and skews the numbers; on a cluster a configuration's
+# measuring steps are one job (DEVICE_GROUP) that owns its `cpus_per_task` and GPU.
 
 
 rule accuracy:
@@ -18,9 +18,11 @@ rule accuracy:
         server_log=cfg("logs/accuracy_server.log"),
     benchmark:
         cfg("benchmarks/accuracy.tsv")
+    group:
+        DEVICE_GROUP
     conda:
         "../envs/deploybench.yaml"
-    threads: measuring_threads()
+    threads: measuring_threads
     resources:
         **cluster_resources("accuracy"),
         bench_slot=1,
@@ -44,9 +46,11 @@ rule offline:
         server_log=cfg("logs/offline_server.log"),
     benchmark:
         cfg("benchmarks/offline.tsv")
+    group:
+        DEVICE_GROUP
     conda:
         "../envs/deploybench.yaml"
-    threads: measuring_threads()
+    threads: measuring_threads
     resources:
         **cluster_resources("offline"),
         bench_slot=1,
@@ -87,9 +91,11 @@ rule floor:
         server_log=cfg("logs/floor_server.log"),
     benchmark:
         cfg("benchmarks/floor.tsv")
+    group:
+        DEVICE_GROUP
     conda:
         "../envs/deploybench.yaml"
-    threads: measuring_threads()
+    threads: measuring_threads
     resources:
         **cluster_resources("floor"),
         bench_slot=1,
@@ -110,9 +116,11 @@ rule native:
         log=cfg("logs/native.log"),
     benchmark:
         cfg("benchmarks/native.tsv")
+    group:
+        DEVICE_GROUP
     conda:
         "../envs/deploybench.yaml"
-    threads: measuring_threads()
+    threads: measuring_threads
     resources:
         **cluster_resources("native"),
         bench_slot=1,

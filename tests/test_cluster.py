@@ -4,9 +4,10 @@ GPU registry and the config's `cluster` section, as the rules' dry-run shows the
 import re
 
 import pytest
+import yaml
 
-from conftest import main_config, snakemake
-from deploybench.cluster import job_resources
+from conftest import ROOT, main_config, snakemake
+from deploybench.cluster import DEVICE_GROUP, job_resources
 from deploybench.config import Settings
 
 CLUSTER = main_config()["cluster"]
@@ -61,7 +62,21 @@ def test_rules_carry_the_resources(tmp_path):
     """The dry-run's resources of a GPU target: the registry's placement, no bench_slot
     needed by the cluster, and no GPU for the export."""
     out = snakemake(tmp_path, "-n", "results/tft-tiny/a30/trt_fp16/offline.csv").stdout
-    jobs = dict(re.findall(r"^rule (\w+):.*?^    resources: ([^\n]*)", out, re.M | re.S))
+    # (a measuring step is shown inside its group job, indented)
+    jobs = dict(re.findall(r"^ *rule (\w+):.*?^ +resources: ([^\n]*)", out, re.M | re.S))
     assert "slurm_partition=a30" in jobs["offline"] and "gpu_model=a30" in jobs["offline"]
     assert "gpu_model=a30" in jobs["convert"]  # the TensorRT build
     assert "gpu" not in jobs["export"] and "slurm" not in jobs["export"]
+
+
+@pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
+def test_the_cluster_profiles_run_a_configurations_measuring_steps_as_one_job(profile):
+    """The profiles name the rules' group (DEVICE_GROUP), join its three parts, and scope
+    bench_slot to the group job, so that its steps take turns on the job's one GPU."""
+    settings = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())
+    assert settings["group-components"] == [f"{DEVICE_GROUP}=3"]
+    assert settings["resources"] == ["bench_slot=1"]
+    assert settings["set-resource-scopes"] == ["bench_slot=local"]
+    grouped = re.findall(r"^rule (\w+):(?:\n    .*)*?\n    group:\n        DEVICE_GROUP",
+                         (ROOT / "rules/serve.smk").read_text(), re.M)
+    assert grouped == ["accuracy", "offline", "floor", "native"]  # online: `use rule offline`

@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, snakemake
+from deploybench.cluster import DEVICE_GROUP
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scancel")
 STANDIN = ROOT / "tests" / "config" / "slurm.yaml"
 GPU_KEYS = ("a30", "t4")
 ACTIVE = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
 pytestmark = pytest.mark.e2e  # a real Slurm, Snakemake, Triton and perf_analyzer
-DEVICE_RULES = {"conversion_check", "accuracy", "offline", "online", "native", "floor"}
+DEVICE_RULES = {"conversion_check"}  # on the device, outside the measuring group
 # Site settings of this cluster: no accounting, so job states come from squeue.
 SITE = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2")
 
@@ -173,14 +174,25 @@ def test_matrix_on_slurm_lands_in_the_keyed_partitions(slurm, tmp_path):
 
     jobs = slurm_jobs()
     assert jobs and all(job["state"] == "COMPLETED" for job in jobs), jobs
+    # a configuration's measuring steps are one job (the profile's group-components)
+    groups = {DEVICE_GROUP.format(model="tft-tiny", gpu=gpu, backend="onnx",
+                                  precision="fp32"): gpu for gpu in GPU_KEYS}
     placed = {}
-    for job in jobs:  # the executor's comment: rule_<rule>_wildcards_<values joined by _>
+    for job in jobs:  # the executor's comment: rule_<rule>_wildcards_<values joined by _>,
+        # a group's: rule_<group>_<its rules joined by _>
         rule, _, values = job["comment"].removeprefix("rule_").partition("_wildcards_")
-        gpu = values.split("_")[1] if values.count("_") >= 3 else None
-        expected = gpu if rule in DEVICE_RULES else "cpu"
+        group = next((g for g in groups if rule.startswith(f"{g}_")), None)
+        if group:
+            steps = rule.removeprefix(f"{group}_").split("_")
+            assert steps == ["accuracy", "floor", "native", "offline", "online"], job
+            expected, rule = groups[group], "measuring"
+        else:
+            gpu = values.split("_")[1] if values.count("_") >= 3 else None
+            expected = gpu if rule in DEVICE_RULES else "cpu"
         assert job["partition"] == expected, job
-        placed.setdefault(job["partition"], set()).add(rule)
-    assert placed["a30"] == placed["t4"] == DEVICE_RULES, placed
+        placed.setdefault(job["partition"], []).append(rule)
+    assert sorted(placed["a30"]) == sorted(placed["t4"]) == ["conversion_check", "measuring"], (
+        placed)
     assert {"export", "convert", "plots", "model_report"} <= placed["cpu"], placed
 
     assert artifacts(cluster) == artifacts(local)
