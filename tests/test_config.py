@@ -409,3 +409,48 @@ def test_a_backend_override_for_a_backend_the_model_lacks_is_named(tmp_path):
     with pytest.raises(ConfigError, match="unknown backend_overrides key .* 'tf-trt'; valid "
                                           ".*: aoti, onnx, torch-compile, trt"):
         Settings(config).check_all([])
+
+
+def _bert_with(tmp_path, edit, model="bert"):
+    """Settings whose <model>.yaml is edited by `edit` (text in, text out)."""
+    import shutil
+
+    shutil.copytree(ROOT / "config/models", tmp_path, dirs_exist_ok=True)
+    path = tmp_path / f"{model}.yaml"
+    path.write_text(edit(path.read_text()))
+    return Settings({**yaml.safe_load((ROOT / "config/config.yaml").read_text()),
+                     "models_dir": str(tmp_path)})
+
+
+def test_per_batch_deployments_are_checked_early(tmp_path):
+    settings = _bert_with(tmp_path, lambda text: text.replace(
+        "  trt: {triton: {deployments: per_batch}}", "  trt: {triton: {deployments: per-batch}}"))
+    with pytest.raises(ConfigError, match="bert.yaml: invalid value at 'backend_overrides/trt/"
+                                          "triton/deployments': 'per-batch' is not one of "
+                                          r"\['single', 'per_batch'\]"):
+        settings.check_all([])
+    settings = _bert_with(tmp_path, lambda text: text.replace("    accuracy: {batch_size: 8}\n",
+                                                              ""))
+    with pytest.raises(ConfigError, match="model 'bert' on GPU key 'cpu', backend 'onnx': "
+                                          "accuracy.batch_size 16 exceeds the largest per-batch "
+                                          "deployment .* max batch 8"):
+        settings.check_all([])
+    settings = _bert_with(tmp_path, lambda text: text + (
+        "backend_overrides: {hps-onnx: {triton: {deployments: per_batch}}}\n"), "dlrm")
+    with pytest.raises(ConfigError, match="model 'dlrm': triton.deployments 'per_batch' of "
+                                          "backend 'hps-onnx': an ensemble .hps-.. deploys "
+                                          "once"):
+        settings.check_all([])
+
+
+def test_the_offline_sweep_measures_each_batch_on_its_own_deployment():
+    from deploybench.triton import perf_analyzer
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    run = settings.run("bert", "a30", "trt", "fp16")
+    sweep = perf_analyzer.sweep(run, "offline")  # system, then cuda shared memory
+    assert [(r.batch, r.model) for r in sweep] == [
+        (1, "bert_b1"), (8, "bert_b8"), (16, "bert_b16")] * 2
+    assert {r.model for r in perf_analyzer.sweep(run, "online")} == {"bert_b16"}
+    ts = settings.run("bert", "a30", "ts-trace", "fp16")
+    assert {r.model for r in perf_analyzer.sweep(ts, "offline")} == {"bert"}

@@ -13,11 +13,22 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, TINY, check_measurements, needs, planned_jobs, snakemake
+from conftest import (
+    ROOT,
+    TINY,
+    check_littles_law,
+    check_measurements,
+    flag,
+    needs,
+    perf_commands,
+    planned_jobs,
+    snakemake,
+)
 from deploybench.device import gpu_names
 from deploybench.steps.report import markdown_table
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.tables import measured_columns
+from deploybench.triton import config as triton_config
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 
@@ -120,6 +131,42 @@ def test_bert_tiny_end_to_end(built):
     assert ((metrics["triton"] - metrics["source"]).abs() < 1e-6).all(), metrics
     assert 0 <= metrics.loc["exact_match", "triton"] <= metrics.loc["f1", "triton"] <= 100
     assert set(accuracy["kind"]) == {"metric", "deviation"}  # no integer outputs
+    check_per_batch_deployments(built / BERT)
+
+
+def check_per_batch_deployments(run):
+    """bert-tiny's onnx deploys once per offline batch size (triton.deployments per_batch,
+    seed 004): each offline batch measured on its own model, online and accuracy on the
+    largest, as the perf_analyzer command lines, the JSONs and the report say."""
+    config = model_config("bert-tiny")
+    batches = config["offline"]["batch_sizes"]
+    names = {b: f"bert-tiny_b{b}" for b in batches}
+    configs = {p.parent.name: triton_config.read(p)
+               for p in (run / "model_repository").glob("*/config.pbtxt")}
+    assert {n: c.max_batch_size for n, c in configs.items()} == {
+        names[b]: b for b in batches}
+    ran = [(flag(c, "-m"), flag(c, "-b"))
+           for c in perf_commands(run / "logs/offline_perf_analyzer.log")]
+    assert list(dict.fromkeys(ran)) == [(names[b], str(b)) for b in batches], ran
+    assert {flag(c, "-m") for c in perf_commands(run / "logs/online_perf_analyzer.log")} \
+        == {names[max(batches)]}
+    offline = pd.read_csv(run / "offline.csv")
+    report = json.loads((run / "offline.json").read_text())
+    assert [(r["Batch"], r["model"], r["max_batch_size"]) for r in report["deployments"]] \
+        == [(b, names[b], b) for b in offline["Batch"]]
+    # each row's batch is its deployment's whole max batch; the numbers are its own:
+    # batch x concurrency / latency (Little's law) per row, and more inferences per second
+    # at the larger batch (a tiny model's cost is per request on 2 cores)
+    check_littles_law(offline, "offline per batch")
+    assert offline["Inferences/Second"].is_monotonic_increasing, offline
+    online = json.loads((run / "online.json").read_text())["deployments"]
+    assert {(r["model"], r["max_batch_size"]) for r in online} == {
+        (names[max(batches)], max(batches))}
+    accuracy = json.loads((run / "accuracy.json").read_text())["deployment"]
+    assert accuracy == {"model": names[max(batches)], "max_batch_size": max(batches)}
+    assert f"deployment '{names[max(batches)]}'" in (run / "logs/accuracy.log").read_text()
+    readme = (run / "README.md").read_text()
+    assert f"batch {batches[0]}: `{names[batches[0]]}` (max batch {batches[0]})" in readme
 
 
 def test_dlrm_tiny_end_to_end_from_a_savedmodel(built):

@@ -165,7 +165,7 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
     section = text.split("## Where this model is not run as its reference ran it\n\n")[1]
     listed = [line[2:] for line in section.split("\n\n")[0].splitlines()]
     assert listed == reference["differences"]
-    assert any("once per batch size" in item for item in listed)
+    assert not any("once per batch size" in item for item in listed)  # reproduced now
     assert "## Offline: inferences/second beside the published tables" in text
     assert ("| ONNX Runtime + NVIDIA TensorRT FP16 | ort-trt_fp16 | a100, a30, t4, v100 |"
             in text)

@@ -168,3 +168,74 @@ def test_the_real_server_accepts_every_framework_backend_config(settings, tmp_pa
     (reason,) = re.findall(r"Poll failed for model directory 'broken': (.*)", log)
     assert "preferred size must be <= max batch size" in reason, reason
     assert "exit code 1" in str(failed.value)
+
+
+# Seed 004's runner (DLE BERT dist4l runner/config_<GPU>.yaml): ONNX, ONNX + TensorRT and
+# TensorRT deployed once per batch size, max batch size N -> the preferred batch sizes.
+SEED_PER_BATCH = {1: [1], 8: [4, 8], 16: [8, 16]}
+
+
+def _bert_onnx(path, run):
+    """An ONNX graph with BERT's tensors (what the onnxruntime config reads)."""
+    ids = [helper.make_tensor_value_info(t["name"], TensorProto.INT32, ["b", *t["dims"]])
+           for t in run["model"]["inputs"]]
+    outs = [helper.make_tensor_value_info(t["name"], TensorProto.FLOAT, ["b", *t["dims"]])
+            for t in run["model"]["outputs"]]
+    nodes = [helper.make_node("Cast", ["input__0"], [o.name], to=TensorProto.FLOAT)
+             for o in outs]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", ids, outs)), path)
+
+
+@pytest.mark.parametrize("backend, server", [("onnx", ["onnxruntime"]),
+                                             ("ort-trt", ["onnxruntime"]),
+                                             ("trt", ["tensorrt"]), ("trt", ["python"])])
+def test_per_batch_backends_deploy_once_per_batch_as_the_seed(backend, server, tmp_path):
+    from deploybench.runners.tensorrt import profiles
+    from deploybench.single import options
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    run = settings.run("bert", "a30", backend, "fp16")
+    artifact = tmp_path / run["artifact"]
+    _bert_onnx(artifact, run)  # a plan's bytes are never read here
+    served = repository.create(run, artifact, tmp_path / "repo", server)
+    assert served == server[0]
+    configs = {p.parent.name: triton_config.read(p)
+               for p in (tmp_path / "repo").glob("*/config.pbtxt")}
+    assert sorted(configs) == ["bert_b1", "bert_b16", "bert_b8"]
+    for batch, preferred in SEED_PER_BATCH.items():
+        config = configs[f"bert_b{batch}"]
+        assert config.name == f"bert_b{batch}" and config.max_batch_size == batch
+        assert list(config.dynamic_batching.preferred_batch_size) == preferred
+        assert config.dynamic_batching.max_queue_delay_microseconds == 1
+        assert [g.count for g in config.instance_group] == [1]
+        # the plan's profile fixed at this deployment's batch (Triton's tensorrt backend)
+        profile = [str(list(SEED_PER_BATCH).index(batch))] if served == "tensorrt" else []
+        assert list(config.instance_group[0].profile) == profile
+        if served == "onnxruntime" and backend == "ort-trt":
+            (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+            assert accel.parameters["precision_mode"] == "FP16"
+    # one artifact, hard-linked into every deployment
+    inodes = {(tmp_path / "repo" / name / "1" / run["artifact"]).stat().st_ino
+              for name in configs}
+    assert len(inodes) == 1
+    # the TensorRT build: one profile per deployment, min = opt = max (the seed's
+    # --min-shapes/--opt-shapes/--max-shapes input__i=N,384), the seed's 8 GiB workspace
+    opts = options(run)
+    assert profiles(opts) == [(1, 1, 1), (8, 8, 8), (16, 16, 16)]
+    assert opts.input_dims == ((384,),) * 3 and opts.workspace_mb << 20 == 8589934592
+
+
+def test_torchscript_deploys_once_with_max_batch_16_as_the_seed(tmp_path):
+    from deploybench.runners.tensorrt import profiles
+    from deploybench.single import options
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    run = settings.run("bert", "a30", "ts-trace", "fp16")
+    artifact = tmp_path / run["artifact"]
+    artifact.write_bytes(b"stand-in")
+    repository.create(run, artifact, tmp_path / "repo", ["python"])
+    (path,) = (tmp_path / "repo").glob("*/config.pbtxt")
+    config = triton_config.read(path)
+    assert config.name == "bert" and config.max_batch_size == 16
+    assert list(config.dynamic_batching.preferred_batch_size) == [8, 16]
+    assert profiles(options(run)) == [(1, 16, 16)]  # unchanged where not per batch

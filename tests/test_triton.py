@@ -42,7 +42,7 @@ def toy_repo(tmp_path_factory):
     torch.onnx.export(model, (torch.randn(2, 4),), str(work / "m.onnx"), input_names=["x"],
                       output_names=["y"], dynamic_axes={"x": {0: "b"}, "y": {0: "b"}},
                       opset_version=17, dynamo=False)
-    repository.create(RUN, work / "m.onnx", work / "repo" / "toy" / "config.pbtxt", ["python"])
+    repository.create(RUN, work / "m.onnx", work / "repo", ["python"])
     return work, model
 
 

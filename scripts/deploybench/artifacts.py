@@ -58,12 +58,14 @@ def runner(converted: Path, run: dict) -> Runner:
     return single.runner(converted, run)
 
 
-def repository(run: dict, converted: Path, out_config: Path, available: list[str]) -> str:
-    """Write the model (and an ensemble's parts) into out_config's repository, for a
-    server whose backends are `available`; returns who serves it."""
+def repository(run: dict, converted: Path, out: Path, available: list[str]) -> str:
+    """Write the model's deployments (or an ensemble and its parts) into the repository
+    `out`, for a server whose backends are `available`; returns who serves it."""
     if is_ensemble(run):
-        return ensemble_repository.create(run, converted, out_config, available)
-    return triton_repository.create(run, converted, out_config, available)
+        return ensemble_repository.create(
+            run, converted, triton_repository.config_path(out, run["key"]["model"]),
+            available)
+    return triton_repository.create(run, converted, out, available)
 
 
 def scenario(repo: Path, scratch: Path, static_batching: bool, on_cpu: bool) -> Path:

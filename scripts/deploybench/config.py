@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from . import baseline
+from . import baseline, deployments
 from .backends import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
 from .tables import published_gpus, reference_rows
 
@@ -215,7 +215,8 @@ class Settings:
         for model in self.models:
             for gpu in self.gpus:
                 for backend in self.models[model]["backends"]:
-                    _check_batches(model, gpu, self.model_settings(model, gpu, backend))
+                    _check_batches(model, gpu, backend,
+                                   self.model_settings(model, gpu, backend))
         for t in targets:
             self.check_key(t["model"], t["gpu"], t["backend"], t["precision"])
 
@@ -235,7 +236,7 @@ class Settings:
             overrides = raw.get("device_overrides", {})
             for key in (self.gpus[gpu]["kind"], gpu):
                 merged = deep_merge(merged, overrides.get(key, {}))
-            self._merged[(model, gpu, backend)] = merged
+            self._merged[(model, gpu, backend)] = deployments.resolve(merged)
         return self._merged[(model, gpu, backend)]
 
     def seed_targets(self) -> list[tuple[str, str, str, str]]:
@@ -291,7 +292,7 @@ class Settings:
         self.check_key(model, gpu, backend, precision)
         backend_spec = BACKENDS[backend]
         settings = self.model_settings(model, gpu, backend)
-        _check_batches(model, gpu, settings)
+        _check_batches(model, gpu, backend, settings)
         return {
             "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
             "model": settings,
@@ -328,9 +329,25 @@ def shared_memory_modes(offline: dict) -> list[str]:
     return [modes] if isinstance(modes, str) else list(modes)
 
 
-def _check_batches(model: str, gpu: str, settings: dict) -> None:
-    """Every batch size a run uses must fit the model's max batch size on that device."""
+def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
+    """Every batch size a run uses must fit the model's max batch size on that device,
+    and with per-batch deployments the largest of them (what accuracy and online use)."""
     max_batch = settings["triton"]["max_batch_size"]
+    if deployments.per_batch(settings):
+        if BACKENDS[backend].dense:
+            raise ConfigError(
+                f"model '{model}': triton.deployments 'per_batch' of backend '{backend}': an "
+                "ensemble (hps-*) deploys once; set it for single-model backends only")
+        largest = max(deployments.fixed_batches(settings))
+        sent = {"online.batch_size": settings["online"]["batch_size"],
+                "accuracy.batch_size": settings["accuracy"]["batch_size"]}
+        for where, batch in sent.items():
+            if batch > largest:
+                raise ConfigError(
+                    f"model '{model}' on GPU key '{gpu}', backend '{backend}': {where} {batch} "
+                    f"exceeds the largest per-batch deployment (triton.deployments "
+                    f"'per_batch': max batch {largest}, the largest offline.batch_sizes); "
+                    "lower it or add the batch size to offline.batch_sizes")
     used = {
         "offline.batch_sizes": settings["offline"]["batch_sizes"],
         "online.batch_size": [settings["online"]["batch_size"]],
@@ -360,7 +377,9 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # the server's backends decide who serves it
     "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble", "compile_mode")),
     "floor": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
-    "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data")),
+    # triton: which deployment it sends to (deploybench.deployments)
+    "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data",
+                          "triton")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),
 }

@@ -16,16 +16,26 @@ def copy_artifact(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
+def _link(src, dst) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def link_tree(src: Path, dst: Path) -> None:
     """Hard links of `src`'s files under `dst` (copies across file systems): embedding
     tables can be large, and every configuration of a model shares them."""
-    def link(s, d):
-        try:
-            os.link(s, d)
-        except OSError:
-            shutil.copy2(s, d)
+    shutil.copytree(src, dst, copy_function=_link)
 
-    shutil.copytree(src, dst, copy_function=link)
+
+def link_artifact(src: Path, dst: Path) -> None:
+    """A file or a folder as hard links (copies across file systems): per-batch
+    deployments serve one artifact."""
+    if Path(src).is_dir():
+        link_tree(src, dst)
+    else:
+        _link(src, dst)
 
 
 def digest(paths: list[Path]) -> str:

@@ -29,7 +29,8 @@ def archive(*paths: Path) -> None:
 
 @contextmanager
 def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: bool = False):
-    """A running server with the run's model loaded; yields (server, provenance)."""
+    """A running server with the run's repository loaded (every deployment of it), ready
+    to serve the model of `config_pbtxt`; yields (server, provenance)."""
     checked = device.check(run["gpu"], run["allow_gpu_mismatch"])
     triton = install.for_server(run["server"])
     cfg = run["server"]
@@ -40,7 +41,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
             tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
         served_repo = artifacts.scenario(repo, Path(scratch) / "repository", static_batching,
                                          on_cpu)
-        with TritonServer(triton, served_repo, server_log, run["key"]["model"],
+        with TritonServer(triton, served_repo, server_log, Path(config_pbtxt).parent.name,
                           ports=cfg["ports"], start_timeout_s=cfg["start_timeout_s"],
                           load_timeout_s=cfg["load_timeout_s"],
                           flags=server_flags(  # memory options: none change a result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import runners
+from . import deployments, runners
 from .files import copy_artifact
 
 
@@ -35,6 +35,7 @@ def options(run: dict) -> runners.Options:
         output_dtypes=tuple(t["dtype"] for t in model["outputs"]),
         opt_batch_size=triton.get("trt_opt_batch_size",
                                   max(triton.get("preferred_batch_sizes", [max_batch]))),
+        fixed_batches=deployments.fixed_batches(model),
         workspace_mb=triton.get("trt_workspace_mb", runners.Options.workspace_mb),
         compile_mode=model.get("compile_mode", "default"),
     )

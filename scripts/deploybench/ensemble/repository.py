@@ -35,7 +35,7 @@ def create(run: dict, converted: Path, out_config: Path, available: list[str]) -
     part = names(name)
     dense_config = triton_repository.config_path(repo, part[DENSE])
     dense_served = triton_repository.create(drun, converted / DENSE / drun["artifact"],
-                                            dense_config, available)
+                                            repo, available, part[DENSE])
     model = run["model"]
     if hps.BACKEND in available:
         sparse_steps = hps.create(run, converted / SPARSE, meta, repo, part[SPARSE])

@@ -32,6 +32,9 @@ class Options:
     output_dims: tuple[tuple[int, ...], ...] = ()
     output_dtypes: tuple[str, ...] = ()
     opt_batch_size: int = 1  # the batch a TensorRT engine is optimised for
+    # TensorRT: one profile fixed at each of these batches (min = opt = max; per-batch
+    # deployments) instead of one from 1 through opt to the max batch size
+    fixed_batches: tuple[int, ...] = ()
     workspace_mb: int = 1024  # TensorRT builder workspace
     compile_mode: str = "default"  # torch.compile's mode (runner torch-compile)
 

@@ -22,10 +22,19 @@ def _tensorrt():
     return tensorrt
 
 
+def profiles(options: Options) -> list[tuple[int, int, int]]:
+    """The plan's optimisation profiles as (min, opt, max) batch sizes: one from 1 through
+    `opt_batch_size` to the max batch size, or one fixed at each of `fixed_batches` (seed
+    004's per-batch engines: min = opt = max), profile i serving deployment i."""
+    if options.fixed_batches:
+        return [(b, b, b) for b in options.fixed_batches]
+    return [(1, options.opt_batch_size, options.max_batch_size)]
+
+
 def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
-    """A plan for the precision with one optimisation profile per input: min batch 1, opt
-    `options.opt_batch_size`, max the max batch size. The timing cache is kept beside the
-    plan (timing.cache), so a rebuild on the same GPU is faster."""
+    """A plan for the precision with the optimisation `profiles` on every input. The
+    timing cache is kept beside the plan (timing.cache), so a rebuild on the same GPU is
+    faster."""
     trt = _tensorrt()
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
@@ -42,12 +51,12 @@ def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
     cache = config.create_timing_cache(cache_path.read_bytes() if cache_path.is_file() else b"")
     config.set_timing_cache(cache, ignore_mismatch=False)
     dims = dict(zip(options.inputs, options.input_dims))
-    profile = builder.create_optimization_profile()
-    for i in range(network.num_inputs):  # the graph's inputs: ONNX drops unread ones
-        name_ = network.get_input(i).name
-        profile.set_shape(name_, [1, *dims[name_]], [options.opt_batch_size, *dims[name_]],
-                          [options.max_batch_size, *dims[name_]])
-    config.add_optimization_profile(profile)
+    for batches in profiles(options):
+        profile = builder.create_optimization_profile()
+        for i in range(network.num_inputs):  # the graph's inputs: ONNX drops unread ones
+            name_ = network.get_input(i).name
+            profile.set_shape(name_, *([b, *dims[name_]] for b in batches))
+        config.add_optimization_profile(profile)
     engine = builder.build_serialized_network(network, config)
     if engine is None:
         raise RuntimeError(f"TensorRT failed to build an engine from {exported}")
@@ -76,13 +85,34 @@ class EngineRunner(Runner):
             np.empty(0, dtype=trt.nptype(self.engine.get_tensor_dtype(n)))).dtype
             for n in names}
         self.positions = [input_names.index(n) for n in self.inputs]
+        # each profile's (min, max) batch; a fixed-shape profile takes a smaller batch padded
+        self.ranges = [tuple(self.engine.get_tensor_profile_shape(self.inputs[0], p)[k][0]
+                             for k in (0, 2))
+                       for p in range(self.engine.num_optimization_profiles)]
+        self.profile = 0
+
+    def _profile_for(self, batch: int) -> tuple[int, int]:
+        """The first profile whose max batch takes `batch`, and the batch it runs (the
+        profile's min where that is larger: the inputs are padded to it)."""
+        for index, (low, high) in enumerate(self.ranges):
+            if batch <= high:
+                return index, max(batch, low)
+        raise ValueError(f"batch {batch} exceeds the plan's profiles {self.ranges}")
 
     def __call__(self, arrays):
         torch = self.torch
         stream = torch.cuda.current_stream()
+        batch = len(arrays[self.positions[0]])
+        index, padded = self._profile_for(batch)
+        if index != self.profile:
+            self.context.set_optimization_profile_async(index, stream.cuda_stream)
+            self.profile = index
         feeds = []
         for name, pos in zip(self.inputs, self.positions):
-            tensor = torch.from_numpy(arrays[pos]).cuda().to(self.dtypes[name]).contiguous()
+            array = arrays[pos]
+            if padded > batch:  # repeat the last sample; its outputs are dropped below
+                array = np.concatenate([array, np.repeat(array[-1:], padded - batch, 0)])
+            tensor = torch.from_numpy(array).cuda().to(self.dtypes[name]).contiguous()
             self.context.set_input_shape(name, tuple(tensor.shape))
             self.context.set_tensor_address(name, tensor.data_ptr())
             feeds.append(tensor)  # alive until the launch is done
@@ -95,7 +125,7 @@ class EngineRunner(Runner):
         if not self.context.execute_async_v3(stream.cuda_stream):
             raise RuntimeError("TensorRT execution failed")
         stream.synchronize()
-        return [r.float().cpu().numpy() if r.is_floating_point() else r.cpu().numpy()
+        return [(r.float() if r.is_floating_point() else r)[:batch].cpu().numpy()
                 for r in results]
 
 

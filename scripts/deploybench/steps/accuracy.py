@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import atomic, plugins, serving, source_model
+from .. import atomic, deployments, plugins, serving, source_model
 from ..tables import ACCURACY_COLUMNS
 from ..telemetry import Telemetry
 from ..triton import config as triton_config
@@ -20,12 +20,16 @@ from ..triton.client import infer_all
 def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_json: Path,
              server_log: Path) -> None:
     model = spec["model"]
-    config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
+    batch = model["accuracy"]["batch_size"]
+    deployment = deployments.for_scenario(spec, "accuracy", batch)
+    print(f"accuracy on deployment '{deployment.name}' (max batch size "
+          f"{deployment.max_batch_size}), batches of {batch}")
+    config_pbtxt = triton_repository.config_path(repository, deployment.name)
     inputs, reference, targets = source_model.load_eval(model, eval_set)
     with serving.served(spec, config_pbtxt, server_log) as (server, prov), \
             Telemetry(prov["device"], server_pids=[server.pid]) as sampled:
-        outputs = infer_all(server.grpc_url, spec, inputs, model["accuracy"]["batch_size"],
-                            triton_config.served_inputs(config_pbtxt))
+        outputs = infer_all(server.grpc_url, spec, inputs, batch,
+                            triton_config.served_inputs(config_pbtxt), deployment.name)
         cache = serving.cache_report(server)
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)
@@ -46,7 +50,8 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
                          "triton": float(same.mean()), "source": 1.0, "limit": None,
                          "passed": None})
     table = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
-    report = {"samples": len(inputs[0]), "split": model["data"]["split"], **cache,
+    report = {"samples": len(inputs[0]), "split": model["data"]["split"],
+              "deployment": deployments.describe(deployment), **cache,
               "telemetry": sampled.result, "provenance": prov}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import artifacts
+from .. import artifacts, deployments
 from ..tables import require_passed
 from ..triton import install
-from ..triton import repository as triton_repository
 
 
 def model_repository(spec: dict, converted: Path, conversion_check: Path, out: Path) -> None:
     require_passed(conversion_check)
     backends = install.for_server(spec["server"]).backends
-    config = triton_repository.config_path(out, spec["key"]["model"])
-    served = artifacts.repository(spec, converted, config, backends)
+    served = artifacts.repository(spec, converted, out, backends)
     print(f"served by Triton's {served} backend")
+    for deployment in deployments.of(spec):
+        print(f"deployment: model '{deployment.name}', max batch size "
+              f"{deployment.max_batch_size}")

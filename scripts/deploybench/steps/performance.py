@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import atomic, serving, telemetry
+from .. import atomic, deployments, serving, telemetry
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
@@ -48,7 +48,9 @@ def floor(spec: dict, perf_data: Path, out_csv: Path, out_json: Path, perf_log: 
     modes, served by an identity model with the configuration's tensors (zeros, at no
     cost): what Triton and the python backend cost by themselves on this data path."""
     batches = spec["model"]["offline"]["batch_sizes"]
-    sweep = [row for row in perf_analyzer.sweep(spec, "offline")
+    # one identity model with the configured max batch, whatever the deployments
+    sweep = [row._replace(model=spec["key"]["model"])
+             for row in perf_analyzer.sweep(spec, "offline")
              if row.batch in (min(batches), max(batches))]
     # No reference warm-up run: an identity model has nothing to compile or capture (the
     # server's warm-up requests still run), and FastPitch's (6 windows of 10 s, run to
@@ -80,8 +82,8 @@ def _measure(spec: dict, scenario: str, repository: Path, sweep: list, perf_data
 def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
                 work: Path) -> None:
-    config_pbtxt = triton_repository.config_path(repository, spec["key"]["model"])
-    rows, loads, noise, usage = [], [], [], []
+    config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
+    rows, loads, noise, usage, served = [], [], [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
@@ -91,6 +93,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         for row in sweep:
             level = {"Batch": row.batch, "Concurrency": row.concurrency,
                      SHARED_MEMORY: row.shared_memory}
+            served.append({**level, **_deployment(repository, row.model)})
             # the telemetry's NVML session is open around the host load's GPU queries
             with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
                     HostLoad(prov["device"]) as load:
@@ -103,7 +106,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 noise.append({**level, **spread([r[THROUGHPUT] for r in runs],
                                                  spec["perf"]["stability_percentage"])})
             levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
-                        f"{row.shared_memory} shared memory")
+                        f"{row.shared_memory} shared memory, model {row.model}")
         cache = serving.cache_report(server)
     table = telemetry.with_columns(perf_analyzer.table(rows), usage)
     report = {
@@ -115,6 +118,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                                    "shared_memory": sorted({row.shared_memory for row in sweep}),
                                    "batching": "static" if scenario == "offline" else "dynamic"},
         "triton": spec["model"]["triton"],
+        "deployments": served,  # the Triton model (and its max batch) of each row
         **cache,
         "host_load": loads,
         "telemetry": usage,
@@ -141,10 +145,18 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
         names = triton_config.served_inputs(config_pbtxt)
         data_json = _served_data(perf_data, names, work)
         inputs = _warmup_inputs(data_json, spec)
+        model_of = {row.batch: row.model for row in sweep}
         for batch in _warm_up_batches(spec, scenario, sweep):
             warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
-                    names, instances or spec["model"]["triton"]["instances"])
+                    names, instances or spec["model"]["triton"]["instances"],
+                    name=model_of.get(batch, sweep[-1].model))
         yield server, prov, data_json
+
+
+def _deployment(repository: Path, model: str) -> dict:
+    """The Triton model that measured a row and its max batch size, from its config."""
+    config = triton_config.read(triton_repository.config_path(repository, model))
+    return {"model": model, "max_batch_size": config.max_batch_size}
 
 
 def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:
@@ -153,8 +165,8 @@ def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:
     form: a bucket's first call inside a window compiles or records a graph there (on an
     H100, torch-compile's first batch of 128 took 118 s and the level never stabilised)."""
     batches = {row.batch for row in sweep}
-    if scenario == "online":
-        top = spec["model"]["triton"]["max_batch_size"]
+    if scenario == "online":  # up to the max batch of the deployment online sends to
+        top = deployments.for_scenario(spec, scenario, min(batches)).max_batch_size
         batches |= {b for b in (2**i for i in range(top.bit_length() + 1))
                     if min(batches) < b < top} | {top}
     return sorted(batches)

@@ -126,6 +126,19 @@ def _perf_settings(ran: dict) -> str:
             + (f"warm-up of {warm} windows" if warm else "no warm-up run"))
 
 
+def _deployments(offline_report: dict, online_report: dict) -> str:
+    """The Triton model (and its max batch size) that measured each offline batch and the
+    online sweep (offline.json and online.json; earlier ones did not record it)."""
+    def named(row):
+        return f"`{row['model']}` (max batch {row['max_batch_size']})"
+
+    offline = {row["Batch"]: named(row) for row in offline_report.get("deployments", [])}
+    online = [named(row) for row in online_report.get("deployments", [])[:1]]
+    parts = [f"batch {batch}: {name}" for batch, name in offline.items()]
+    parts += [f"online: {name}" for name in online]
+    return "; ".join(parts) or "not recorded"
+
+
 def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
                          online: Path, offline_json: Path, online_json: Path,
                          offline_throughput: Path, offline_latency: Path,
@@ -155,6 +168,7 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
         ("Precision", precision),
         ("Model format", key["backend"]),
         ("Max batch size", model["triton"]["max_batch_size"]),
+        ("Deployments", _deployments(offline_report, online_report)),
         ("Number of model instances", model["triton"]["instances"]),
         ("Export Precision", "FP32"),
         ("Weights", files["weights_origin"]),

@@ -23,15 +23,15 @@ def _request(model: dict, arrays: list[np.ndarray], served: list[str] | None) ->
 
 
 def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
-              served: list[str] | None = None) -> list:
-    """Outputs of the served model over `inputs` (gRPC at `url`), batch by batch; only
-    the inputs named in `served` (all when None) are sent."""
+              served: list[str] | None = None, name: str | None = None) -> list:
+    """Outputs of the served model `name` (default the model key) over `inputs` (gRPC at
+    `url`), batch by batch; only the inputs named in `served` (all when None) are sent."""
     model = run["model"]
     client = grpcclient.InferenceServerClient(url)
     wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
 
     def infer(arrays):
-        result = client.infer(run["key"]["model"], _request(model, arrays, served),
+        result = client.infer(name or run["key"]["model"], _request(model, arrays, served),
                               outputs=wanted)
         return [result.as_numpy(t["name"]) for t in model["outputs"]]
 
@@ -39,16 +39,17 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
 
 
 def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
-            concurrency: int, rounds: int = 2, timeout_s: float = 600.0) -> None:
-    """`rounds` rounds of `concurrency` requests at once (of the batch `inputs` hold),
-    so that every model instance runs, compiles or captures for that batch size before a
-    measurement does."""
+            concurrency: int, rounds: int = 2, timeout_s: float = 600.0,
+            name: str | None = None) -> None:
+    """`rounds` rounds of `concurrency` requests at once (of the batch `inputs` hold) to
+    the model `name` (default the model key), so that every model instance runs, compiles
+    or captures for that batch size before a measurement does."""
     client = grpcclient.InferenceServerClient(url)
     tensors = _request(run["model"], inputs, served)
     done = queue.Queue()
     for _ in range(rounds):
         for _ in range(concurrency):
-            client.async_infer(run["key"]["model"], tensors,
+            client.async_infer(name or run["key"]["model"], tensors,
                                lambda result, error: done.put(error))
         for _ in range(concurrency):
             error = done.get(timeout=timeout_s)

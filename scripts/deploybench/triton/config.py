@@ -15,6 +15,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from .. import deployments
+from ..deployments import Deployment
 from ..runners import DEVICE_TENSORS, Options
 
 # Tensors of a real Merlin HPS model (its backend's fixed names).
@@ -54,10 +56,14 @@ def _graph_inputs(run: dict, artifact: Path | None) -> list[dict]:
 
 
 def model_config(name: str, run: dict, triton_backend: str = "python",
-                 artifact: Path | None = None) -> mc.ModelConfig:
+                 artifact: Path | None = None,
+                 deployment: Deployment | None = None) -> mc.ModelConfig:
     """The config of one run (model × gpu × backend × precision) served by
     `triton_backend` (python, or the Triton backend of the run's format); `artifact`
-    narrows an ONNX model's inputs."""
+    narrows an ONNX model's inputs; `deployment` is one of the run's per-batch models."""
+    if deployment is not None:
+        run = {**run, "model": {**run["model"], "triton": deployments.triton_settings(
+            run["model"], deployment)}}
     model = run["model"]
     python = triton_backend == "python"
     inputs = model["inputs"] if python else _graph_inputs(run, artifact)
@@ -82,6 +88,10 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
             config.parameters[key].string_value = value
     else:
         _backend_fields(config, run, triton_backend)
+        if triton_backend == "tensorrt" and deployment is not None \
+                and deployment.profile is not None:
+            # the plan's profile fixed at this deployment's batch (runners.tensorrt.profiles)
+            config.instance_group[0].profile.append(str(deployment.profile))
     return config
 
 

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from .. import deployments
 from ..config import shared_memory_modes
 from ..tables import (
     COMPONENT_SUM,
@@ -51,11 +52,13 @@ def output_bytes(outputs: list[dict], batch: int) -> int:
 
 class Row(NamedTuple):
     """One measurement: a batch size at a concurrency, inputs and outputs through
-    `shared_memory` (system, cuda; none: in the requests, as HTTP online sends them)."""
+    `shared_memory` (system, cuda; none: in the requests, as HTTP online sends them), sent
+    to the Triton model `model` (a deployment of the run; "": the model key's)."""
 
     batch: int
     concurrency: int
     shared_memory: str
+    model: str = ""
 
 
 def window(run: dict, scenario: str) -> tuple[str, int, int]:
@@ -87,7 +90,7 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
         request_count *= longer
     via = protocol(run, scenario)
     cmd = [
-        str(server.install.perf_analyzer), "-m", run["key"]["model"], "-x", "1",
+        str(server.install.perf_analyzer), "-m", row.model or run["key"]["model"], "-x", "1",
         "-b", str(batch), "--concurrency-range", f"{concurrency}:{concurrency}",
         "--input-data", str(data_json), "--measurement-mode", mode,
         *(["--measurement-request-count", str(request_count)]
@@ -157,7 +160,8 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
         return
     for mode in dict.fromkeys(row.shared_memory for row in sweep):
         rows = [row for row in sweep if row.shared_memory == mode]
-        row = Row(max(r.batch for r in rows), max(r.concurrency for r in rows), mode)
+        row = max(rows, key=lambda r: r.batch)._replace(
+            concurrency=max(r.concurrency for r in rows))
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
@@ -169,12 +173,15 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
 
 def sweep(run: dict, scenario: str) -> list[Row]:
     """The rows of a scenario, in the order of the reference tables (offline: each batch
-    size in every shared-memory mode, one after the other)."""
+    size in every shared-memory mode, one after the other), each sent to the deployment
+    that measures it (deploybench.deployments)."""
     settings = run["model"][scenario]
     if scenario == "offline":
-        return [Row(b, 1, mode) for mode in shared_memory_modes(settings)
-                for b in settings["batch_sizes"]]
-    return [Row(settings["batch_size"], c, "none") for c in settings["concurrency"]]
+        return [Row(b, 1, mode, deployments.for_scenario(run, scenario, b).name)
+                for mode in shared_memory_modes(settings) for b in settings["batch_sizes"]]
+    batch = settings["batch_size"]
+    model = deployments.for_scenario(run, scenario, batch).name
+    return [Row(batch, c, "none", model) for c in settings["concurrency"]]
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

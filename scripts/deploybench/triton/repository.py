@@ -17,7 +17,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..files import copy_artifact
+from .. import deployments
+from ..files import copy_artifact, link_artifact
 from ..served import RUNNERS, RUNNERS_BUNDLE, SERVED
 from . import config as triton_config
 
@@ -57,19 +58,30 @@ def choose_backend(run: dict, available: list[str]) -> str:
     return "python"
 
 
-def create(run: dict, artifact: Path, out_config: Path, available: list[str]) -> str:
-    """A single model: `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<artifact>`
-    (plus model.py and the runners for the python backend), for the server whose backends
-    are `available`; returns the Triton backend that serves it."""
+def create(run: dict, artifact: Path, repository: Path, available: list[str],
+           name: str | None = None) -> str:
+    """A single model `name` (default the model key), once per deployment
+    (deploybench.deployments):
+    `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<artifact>` (plus model.py and the
+    runners for the python backend; a per-batch deployment's artifact a hard link of the
+    first's), for the server whose backends are `available`; returns the Triton backend
+    that serves them."""
     backend = choose_backend(run, available)
-    model_dir = Path(out_config).parent
-    version_dir = model_dir / VERSION
-    version_dir.mkdir(parents=True, exist_ok=True)
-    if backend == "python":
-        add_python_model(version_dir, "python_model.py")
-    copy_artifact(artifact, version_dir / run["artifact"])
-    triton_config.write(triton_config.model_config(model_dir.name, run, backend, artifact),
-                        out_config)
+    first = None
+    for deployment in deployments.of(run, name):
+        version_dir = Path(repository) / deployment.name / VERSION
+        version_dir.mkdir(parents=True, exist_ok=True)
+        if backend == "python":
+            add_python_model(version_dir, "python_model.py")
+        served = version_dir / run["artifact"]
+        if first is None:
+            copy_artifact(artifact, served)
+            first = served
+        else:
+            link_artifact(first, served)
+        triton_config.write(
+            triton_config.model_config(deployment.name, run, backend, artifact, deployment),
+            config_path(repository, deployment.name))
     return backend
 
 
