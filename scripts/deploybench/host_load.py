@@ -84,9 +84,11 @@ class HostLoad:
 
     def __exit__(self, *exc) -> None:
         wall = time.monotonic() - self._start[0]
-        others = (_busy_seconds() - self._start[1]) - (_own_seconds() - self._start[2])
+        own = _own_seconds() - self._start[2]
+        others = (_busy_seconds() - self._start[1]) - own
         cores = max(0.0, others) / wall if wall > 0 else 0.0
         self.result = {"other_cpu_cores": round(cores, 2),
+                       "own_cpu_cores": round(own / wall, 2) if wall > 0 else 0.0,
                        "load_average_1m": round(os.getloadavg()[0], 2),
                        "host_cpus": os.cpu_count(),
                        "contended": cores > CONTENDED_CORES}
