@@ -44,6 +44,7 @@ from deploybench.runners.embeddings import (  # noqa: E402
     HierarchicalEmbeddings,
     table_offsets,
 )
+from deploybench.tensors import numpy_dtype  # noqa: E402
 from deploybench.triton import install  # noqa: E402
 from deploybench.triton.server import TritonServer  # noqa: E402
 
@@ -135,13 +136,14 @@ def serve_sparse(triton, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int]
     (the first request checked against the table and left out of the timing), and its
     cache counters."""
     import tritonclient.grpc as grpcclient
+    from tritonclient.utils import np_to_triton_dtype
 
     with TritonServer(triton, tmp / "repo", tmp / "server.log", "sparse") as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
 
         def infer(request_ids):
             tensor = grpcclient.InferInput(ens["sparse_input"], list(request_ids.shape),
-                                           "INT64")
+                                           np_to_triton_dtype(request_ids.dtype))
             tensor.set_data_from_numpy(request_ids)
             return client.infer("sparse", [tensor]).as_numpy(ens["lookup"])
 
@@ -163,6 +165,7 @@ def sweep(args, config: Settings) -> None:
     model = run["model"]
     tables = len(model["hparams"].get("cardinalities", [])) or 26
     dim = int(model["hparams"]["embedding_dim"])
+    ids_spec = model["inputs"][ensemble_parts.sparse_index(model)]
     cache_rows = args.cache_mb * 2**20 // (dim * 4)
     batch, requests = args.sweep_batch, args.sweep_requests
     rng = np.random.default_rng(0)
@@ -185,7 +188,7 @@ def sweep(args, config: Settings) -> None:
             ensemble_repository.sparse_model(run, tmp / "sparse", meta, tmp / "repo", "sparse")
             # Criteo-like skew: id = size x u^3 (a tenth of the rows take ~46% of lookups)
             ids = np.floor(np.asarray(sizes) * rng.random((requests, batch, tables)) ** 3)
-            ids = ids.astype(np.int64)
+            ids = ids.astype(numpy_dtype(ids_spec["dtype"]))  # the model's id type
             rate, cache = serve_sparse(triton, tmp, model["ensemble"], ids, sizes, dim)
         first = first or rate
         mib = sum(sizes) * dim * 4 / 2**20

@@ -31,10 +31,10 @@ OUTPUTS = TINY_CONFIG["outputs"]
 def batch(n=32, seed=0, wild_ids=False):
     rng = np.random.default_rng(seed)
     numerical = rng.random((n, 13), dtype=np.float32) * 3
-    if wild_ids:  # any INT64 id is valid: the model takes it modulo the table size
-        ids = rng.integers(-2 ** 62, 2 ** 62, (n, 26), dtype=np.int64)
+    if wild_ids:  # any INT32 id is valid: the model takes it modulo the table size
+        ids = rng.integers(-2 ** 31, 2 ** 31, (n, 26), dtype=np.int32)
     else:
-        ids = rng.integers(0, SIZES, (n, 26)).astype(np.int64)
+        ids = rng.integers(0, SIZES, (n, 26)).astype(np.int32)
     return [numerical, ids]
 
 
@@ -86,6 +86,27 @@ def test_output_is_a_probability_per_sample(hparams):
     # a different numerical input or id changes the output
     other = [wild[0] + 1, wild[1]]
     assert not np.allclose(run(model, wild), run(model, other))
+    # INT32 ids (as served) and the same ids as INT64 look up the same rows: same bits;
+    # INT64 ids beyond INT32 are reduced as before
+    np.testing.assert_array_equal(run(model, wild), run(model, [wild[0], wild[1].astype(np.int64)]))
+    big = wild[1].astype(np.int64) + np.int64(2 ** 40) * np.asarray(SIZES)
+    np.testing.assert_array_equal(run(model, [wild[0], big]), run(model, wild))
+
+
+# DLE's Triton tensors of the whole model (deployment/tf/deploy_ensemble.py and
+# deploy_monolithic.py; evaluate_latency.py's create_input_data_tf sends the categorical
+# features as np.int32): name -> (dtype, dims)
+DLE_TENSORS = {"numerical_features": ("FP32", [13]), "categorical_features": ("INT32", [26]),
+               "DENSE_OUTPUT": ("FP32", [1])}
+
+
+@pytest.mark.parametrize("path", ["config/models/dlrm.yaml", "config/models/dcnv2.yaml",
+                                  "tests/config/models/dlrm-tiny.yaml",
+                                  "tests/config/models/dcnv2-tiny.yaml"])
+def test_the_config_declares_dles_tensors(path):
+    config = yaml.safe_load((Path(__file__).parent.parent / path).read_text())
+    declared = {t["name"]: (t["dtype"], t["dims"]) for t in config["inputs"] + config["outputs"]}
+    assert declared == DLE_TENSORS
 
 
 def test_dlrm_and_dcnv2_have_their_dense_parts():
@@ -161,7 +182,7 @@ def test_load_split_round_trips_what_was_generated(data):
     dlrm_data.synthesize(rng, 40, 13, SIZES)  # train comes first
     label, numerical, ids = dlrm_data.synthesize(rng, 100, 13, SIZES)
     inputs, targets = dlrm.load_split(TINY, str(data), "test", None)
-    assert [a.dtype for a in inputs] == [np.float32, np.int64]
+    assert [a.dtype for a in inputs] == [np.float32, np.int32]
     assert [a.shape for a in inputs] == [(100, 13), (100, 26)]
     np.testing.assert_array_equal(inputs[0], numerical.astype(np.float32))
     np.testing.assert_array_equal(inputs[1], ids)
@@ -174,6 +195,18 @@ def test_load_split_round_trips_what_was_generated(data):
     np.testing.assert_array_equal(first_t[0][:, 0], label[:10])
     with pytest.raises(ValueError, match="no split 'valid'"):
         dlrm.load_split(TINY, str(data), "valid", None)
+
+
+def test_ids_wider_than_dles_int32_are_refused(data, tmp_path):
+    spec = yaml.safe_load((data / "feature_spec.yaml").read_text())
+    spec["feature_spec"]["cat_3.bin"]["dtype"] = "int64"
+    copy = tmp_path / "criteo"
+    copy.mkdir()
+    (copy / "test").symlink_to(data / "test")
+    (copy / "feature_spec.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ValueError, match="'cat_3.bin' is stored as int64; DLE's ids are at "
+                                         "most int32"):
+        dlrm.load_split(TINY, str(copy), "test", None)
 
 
 def test_auc_on_hand_computed_examples():
@@ -220,7 +253,7 @@ def test_checkpoint_round_trip_and_messages(tmp_path):
 
 
 def _signature():
-    dtypes = {"FP32": tf.float32, "INT64": tf.int64}
+    dtypes = {"FP32": tf.float32, "INT32": tf.int32}
     return [tf.TensorSpec([None, *t["dims"]], dtypes[t["dtype"]], name=t["name"])
             for t in INPUTS]
 

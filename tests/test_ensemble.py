@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from tritonclient.grpc import model_config_pb2 as mc
 
 from conftest import needs
 from deploybench import artifacts, source_model
@@ -128,7 +129,7 @@ def test_sparse_export_keeps_the_tables_and_ranks_rows_by_frequency(settings, tm
 
 def dense_onnx(path, run, meta):
     """A stand-in dense graph with the dense part's tensors (the repository reads them)."""
-    types = {"INT64": TensorProto.INT64, "FP32": TensorProto.FLOAT}
+    types = {"INT32": TensorProto.INT32, "INT64": TensorProto.INT64, "FP32": TensorProto.FLOAT}
     inputs = ensemble_parts.dense_inputs(run["model"], meta)
     graph = helper.make_graph(
         [helper.make_node("Concat", [t["name"] for t in inputs], ["cat"], axis=1),
@@ -170,7 +171,8 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
     configs = {p.parent.name: triton_config.read(p) for p in repo.glob("*/config.pbtxt")}
     top = configs.pop("dlrm-tiny")
     assert top.platform == "ensemble" and top.max_batch_size == 64
-    assert [t.name for t in top.input] == ["numerical_features", "categorical_features"]
+    assert [(t.name, t.data_type, list(t.dims)) for t in top.input] == [
+        ("numerical_features", mc.TYPE_FP32, [13]), ("categorical_features", mc.TYPE_INT32, [26])]
     # every tensor a step reads is an ensemble input or an earlier step's output, every
     # step tensor is one its model declares, and the steps produce the ensemble's outputs
     available = {t.name for t in top.input}
@@ -190,7 +192,16 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
     assert list(lookup.dims) == [26 * 8]
     if server == "hps":
         assert steps == ["dlrm-tiny-sparse-keys", "dlrm-tiny-sparse", "dlrm-tiny-dense"]
-        assert triton_config.read(repo / "dlrm-tiny-sparse/config.pbtxt").backend == "hps"
+        hps_model = triton_config.read(repo / "dlrm-tiny-sparse/config.pbtxt")
+        assert hps_model.backend == "hps"
+        # HPS's tensors as DLE's deployment/hps/deploy_sparse.py declares them
+        assert [(t.name, t.data_type, list(t.dims)) for t in hps_model.input] == [
+            ("KEYS", mc.TYPE_INT64, [-1]), ("NUMKEYS", mc.TYPE_INT32, [-1])]
+        assert [(t.name, t.data_type, list(t.dims)) for t in hps_model.output] == [
+            ("OUTPUT0", mc.TYPE_FP32, [-1])]
+        keys = triton_config.read(repo / "dlrm-tiny-sparse-keys/config.pbtxt")
+        assert [(t.name, t.data_type) for t in keys.input] == [
+            ("categorical_features", mc.TYPE_INT32)]
         hps = json.loads((repo / "dlrm-tiny-sparse/sparse.json").read_text())["models"][0]
         assert hps["gpucacheper"] == 0.1 and hps["embedding_vecsize_per_table"] == [8]
         assert hps["maxnum_catfeature_query_per_table_per_sample"] == [26]

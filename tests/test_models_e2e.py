@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from tritonclient.grpc import model_config_pb2 as mc
 
 from conftest import (
     ROOT,
@@ -177,6 +178,22 @@ def test_dlrm_tiny_end_to_end_from_a_savedmodel(built):
     assert 0 <= metrics.loc["auc", "triton"] <= 1
     served = built / DLRM / "model_repository/dlrm-tiny/1/model.savedmodel"
     assert (served / "saved_model.pb").is_file()  # a SavedModel folder, as Triton's own
+    check_dle_inputs(built, DLRM, "dlrm-tiny")
+    import tensorflow as tf
+
+    signature = tf.saved_model.load(str(served)).signatures["serving_default"]
+    assert signature.structured_input_signature[1]["categorical_features"].dtype == tf.int32
+
+
+def check_dle_inputs(work, run_dir: str, model: str) -> None:
+    """DLE's Triton inputs (INT32 ids), in the served config and in the perf data."""
+    config = triton_config.read(work / run_dir / f"model_repository/{model}/config.pbtxt")
+    assert [(t.name, mc.DataType.Name(t.data_type), list(t.dims)) for t in config.input] == [
+        ("numerical_features", "TYPE_FP32", [13]), ("categorical_features", "TYPE_INT32", [26])]
+    perf = json.loads((work / f"results/{model}/source/perf_data.json").read_text())["data"]
+    assert set(perf[0]) == {"numerical_features", "categorical_features"}
+    ids = np.asarray([e["categorical_features"]["content"] for e in perf])
+    assert ids.shape == (len(perf), 26) and (ids >= 0).all() and ids.max() < 2 ** 31
 
 
 def test_dcnv2_tiny_end_to_end_through_tf2onnx(built):
@@ -184,6 +201,12 @@ def test_dcnv2_tiny_end_to_end_through_tf2onnx(built):
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
     assert set(metrics.index) == {"auc", "log_loss"}
     assert ((metrics["triton"] - metrics["source"]).abs() < 1e-5).all(), metrics
+    check_dle_inputs(built, DCNV2, "dcnv2-tiny")
+    import onnx
+
+    graph = onnx.load(str(built / DCNV2 / "converted/model.onnx")).graph
+    ids = next(i for i in graph.input if i.name == "categorical_features")
+    assert ids.type.tensor_type.elem_type == onnx.TensorProto.INT32
 
 
 def test_dlrm_tiny_ensemble_end_to_end(built):
@@ -203,6 +226,7 @@ def test_dlrm_tiny_ensemble_end_to_end(built):
     assert 0 < cache["hit_rate"] < 1 and len(cache["per_table_hit_rate"]) == 26
     parts = report["provenance"]["server"]["ensemble_parts"]
     assert parts == {"dlrm-tiny-sparse": "python", "dlrm-tiny-dense": "python"}
+    check_dle_inputs(built, DLRM_ENSEMBLE, "dlrm-tiny")
     for scenario in ("offline", "online"):
         cache = json.loads((run / f"{scenario}.json").read_text())["embedding_cache"]
         assert cache["lookups"] > 0 and 0 < cache["hit_rate"] < 1

@@ -7,7 +7,7 @@ picks "dlrm" (dot interaction) or "dcnv2" (low-rank cross network); the network 
 (DLE's split binary Criteo layout), the metric is DLE's ROC AUC.
 
 Model interface (the config's inputs and outputs, in this order):
-  inputs:  numerical_features FP32 [13], categorical_features INT64 [26]
+  inputs:  numerical_features FP32 [13], categorical_features INT32 [26] (DLE's id type)
   outputs: the click probability FP32 [1] (sigmoid of the logit)
 `build_model` returns a built Keras model called as `model([numerical, categorical])`;
 `split` gives its embedding tables and dense part for the sparse/dense ensemble.
@@ -34,7 +34,7 @@ def build_model(hparams: dict, checkpoint: str | None, seed: int):
     model = build(hparams, seed)
     n_num = int(hparams["num_numerical_features"])
     n_cat = len(model.sparse.table_sizes)
-    model([np.zeros((1, n_num), np.float32), np.zeros((1, n_cat), np.int64)])  # build
+    model([np.zeros((1, n_num), np.float32), np.zeros((1, n_cat), data.ID_DTYPE)])  # build
     load_keras_weights(model, checkpoint, f"DLRM ({hparams.get('architecture', 'dlrm')})")
     return model
 
@@ -65,7 +65,7 @@ def generate_dataset(hparams: dict, out_dir: str, seed: int, n_train: int = 4096
 
 def load_split(hparams: dict, data_dir: str, split: str,
                max_samples: int | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """([numerical float32 [N, 13], categorical int64 [N, 26]], [label float32 [N, 1]])
+    """([numerical float32 [N, 13], categorical int32 [N, 26]], [label float32 [N, 1]])
     of the first `max_samples` samples (all when None). Ids are passed as stored: the
     model reduces them modulo its table sizes."""
     label, numerical, ids, _ = data.load(data_dir, split, max_samples)
@@ -74,7 +74,7 @@ def load_split(hparams: dict, data_dir: str, split: str,
         raise ValueError(f"Criteo dataset '{data_dir}' has {numerical.shape[1]} numerical and "
                          f"{ids.shape[1]} categorical features; the model takes {n_num} "
                          f"and {n_cat}")
-    return ([numerical.astype(np.float32), ids.astype(np.int64)],
+    return ([numerical.astype(np.float32), ids],
             [label.astype(np.float32).reshape(-1, 1)])
 
 

@@ -31,6 +31,9 @@ import yaml
 
 SPLITS = ("train", "test")
 SPLIT_BINARY = "split_binary"
+# The ids' dtype as DLE's loader yields them and its Triton models take them (INT32):
+# the widest type get_categorical_feature_type stores.
+ID_DTYPE = np.dtype(np.int32)
 
 
 def categorical_dtype(cardinality: int) -> np.dtype:
@@ -122,7 +125,7 @@ def _read(path: Path, dtype: np.dtype, width: int, max_samples: int | None) -> n
 
 def load(data_dir: str | Path, split: str, max_samples: int | None
          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
-    """(label int8 [N], numerical float16 [N, F], ids int64 [N, T], cardinalities) of
+    """(label int8 [N], numerical float16 [N, F], ids int32 [N, T], cardinalities) of
     the first `max_samples` samples of a split (all when None), features in channel
     order."""
     spec = read_spec(data_dir)
@@ -153,10 +156,13 @@ def load(data_dir: str | Path, split: str, max_samples: int | None
         numerical = np.zeros((n, 0), dtype=np.float16)
     cats, cards = [], []
     for name in channels["categorical"]:
-        cats.append(_read(files[(name,)], np.dtype(features[name]["dtype"]), 1,
-                          max_samples)[:, 0].astype(np.int64))
+        dtype = np.dtype(features[name]["dtype"])
+        if not np.can_cast(dtype, ID_DTYPE):
+            raise ValueError(f"'{data_dir}': categorical feature '{name}' is stored as {dtype}; "
+                             f"DLE's ids are at most {ID_DTYPE} (the models' INT32 input)")
+        cats.append(_read(files[(name,)], dtype, 1, max_samples)[:, 0].astype(ID_DTYPE))
         cards.append(int(features[name]["cardinality"]))
-    ids = np.stack(cats, axis=1) if cats else np.zeros((n, 0), dtype=np.int64)
+    ids = np.stack(cats, axis=1) if cats else np.zeros((n, 0), dtype=ID_DTYPE)
     if len(numerical) != n or len(ids) != n:
         raise ValueError(f"'{base}' split '{split}': files hold different sample counts")
     return label, numerical, ids, cards

@@ -14,7 +14,8 @@ TensorRT dense submodel in a Triton ensemble):
 As in DLE, the bottom MLP's input is zero-padded to a multiple of 8 features and the top
 MLP's input too (DLRM: 479 -> 480), so the kernels have DLE's shapes. Ids are reduced
 modulo their table's size (floor mod, so negative ids are valid too): tables scaled down
-from Criteo's cardinalities still take any INT64 id, as DLE's hashing does.
+from Criteo's cardinalities still take any id (INT32 as served, INT64 too), as DLE's
+hashing does.
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ class SparseEmbeddings(keras.layers.Layer):
             for i, n in enumerate(self.table_sizes)]
 
     def call(self, ids):
-        ids = ops.cast(ids, "int64")
+        # 32-bit ids (DLE's INT32) stay 32-bit, so the exported graphs have no INT64
+        # arithmetic; wider ids are reduced as INT64. Either way: the same rows.
+        wide = keras.backend.standardize_dtype(ids.dtype) in ("int64", "uint32", "uint64")
+        ids = ops.cast(ids, "int64" if wide else "int32")
         lookups = [ops.take(table, ops.mod(ids[:, i], n), axis=0)
                    for i, (table, n) in enumerate(zip(self.tables, self.table_sizes))]
         return ops.concatenate(lookups, axis=1)
