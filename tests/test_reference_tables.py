@@ -254,3 +254,19 @@ def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():
         labels = {label for _, label in published}
         assert "a100 NVIDIA TensorRT FP16 (reference)" in labels and len(labels) == len(published)
         assert {label.split()[0] for label in labels} == {"a30", "a100", "v100", "t4"}
+
+
+def test_the_model_report_lists_the_dated_sets_with_what_each_measured():
+    """The committed H100 sets beside TFT's configuration folders: a row per configuration
+    of a set with its best figures from its own tables, a probe without one in one row."""
+    from deploybench.steps.report import dated_sets_table
+
+    sets = dated_sets_table(ROOT / "results/tft/README.md")
+    online = sets[sets["Set"].str.startswith("[online-2026-11-24]")].iloc[0]
+    table = pd.read_csv(ROOT / "results/tft/h100/online-2026-11-24/torch-compile_fp16/online.csv")
+    assert online["Online max inf/s"] == table["Inferences/Second"].max() > 80_000
+    assert pd.isna(online["Best offline inf/s"])  # that set measured online only
+    assert online["What"].startswith("TFT electricity FP16 `torch-compile` online")
+    probe = sets[sets["Set"].str.startswith("[aoti-2026-11-24]")]
+    assert len(probe) == 1 and probe.iloc[0]["Configuration"] == ""
+    assert (sets["GPU"] == "h100").all() and len(set(sets["Set"])) == 6

@@ -7,6 +7,7 @@
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
         native.csv, plots/, README.md (+ README.html), compare.md, logs/, benchmarks/,
         history/ (<stem>-<UTC stamp>.<ext>: a copy of every finished measurement)
+    results/<model>/<gpu>/<name>-<date>/   a dated measurement set: NOTES.md, configurations
     results/<model>/README.md          the model report (+ plots/: its frontiers; README.html)
     results/<model>/compare.md         the model's regression report
     results/packages/<sha>.txt         an installed package list, named by its hash
@@ -37,6 +38,8 @@ CONFIGURATION_PAGE = "README.html"
 MODEL_PAGE = f"{MODEL}/README.html"
 COMPARISON_PAGE = "compare.html"
 MODEL_COMPARISON_PAGE = f"{MODEL}/compare.html"
+# A dated measurement set's description (results/<model>/<gpu>/<name>-<date>/NOTES.md)
+SET_NOTES = "NOTES.md"
 # The installed packages a measurement ran with, by the hash its provenance records
 PACKAGES = "results/packages/{sha}.txt"
 
@@ -86,6 +89,13 @@ def is_directory(path: str | Path) -> bool:
 def configuration_reports(model_report: Path) -> list[Path]:
     """The configuration reports built so far beside a model report."""
     return sorted(Path(model_report).parent.glob(f"*/*/{CONFIGURATION_REPORT}"))
+
+
+def dated_sets(model_report: Path) -> list[Path]:
+    """The dated measurement sets beside a model report: `<gpu>/<name>-<date>/` folders
+    (partial sweeps, repeats, probes kept apart from the configuration folders), each
+    described by its NOTES.md, holding configuration folders of their own."""
+    return sorted(p.parent for p in Path(model_report).parent.glob(f"*/*/{SET_NOTES}"))
 
 
 def history_copy(path: str | Path, stamp: str) -> Path:

@@ -558,6 +558,28 @@ def frontier_lines(configs: list[Path], reference: dict | None, scenario: str) -
     return lines
 
 
+def dated_sets_table(out: Path) -> pd.DataFrame:
+    """A row per configuration of each dated measurement set beside model report `out`
+    (a set without one, e.g. a probe, in one row): its notes' title and what it measured."""
+    rows = []
+    for folder in layout.dated_sets(out):
+        notes = folder / layout.SET_NOTES
+        title = notes.read_text().splitlines()[0].lstrip("# ").strip()
+        where = notes.relative_to(Path(out).parent)
+        configs = sorted(c for c in folder.glob("*_*")
+                         if any((c / f"{s}.csv").is_file() for s in ("offline", "online")))
+        for config in configs or [None]:
+            row = {"GPU": folder.parent.name, "Set": f"[{folder.name}]({where})",
+                   "What": title, "Configuration": config.name if config else "",
+                   "Best offline inf/s": None, "Online max inf/s": None}
+            for scenario, column in (("offline", "Best offline inf/s"),
+                                     ("online", "Online max inf/s")):
+                if config and (config / f"{scenario}.csv").is_file():
+                    row[column] = pd.read_csv(config / f"{scenario}.csv")[THROUGHPUT].max()
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
                  online_frontier: Path) -> None:
     """Every configuration of a model built so far (best offline throughput, lowest online
@@ -603,6 +625,12 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
              + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
                              for s, png in (("offline", offline_frontier),
                                             ("online", online_frontier))))
+    dated = dated_sets_table(out)
+    if len(dated):
+        text += ("\n\n## Dated measurement sets\n\nRuns kept apart from the configuration "
+                 "folders (partial sweeps, repeats, probes), each with its notes, logs and "
+                 "provenance; empty cells: not measured in that set.\n\n"
+                 + markdown_table(dated))
     if reference and reference.get("pairs"):
         rows = reference_rows(Path(reference["path"]), reference["document"],
                               reference.get("where", {}))
