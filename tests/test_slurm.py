@@ -193,7 +193,7 @@ def test_matrix_on_slurm_lands_in_the_keyed_partitions(slurm, tmp_path):
         placed.setdefault(job["partition"], []).append(rule)
     assert sorted(placed["a30"]) == sorted(placed["t4"]) == ["conversion_check", "measuring"], (
         placed)
-    assert {"export", "convert", "plots", "model_report"} <= placed["cpu"], placed
+    assert {"export", "convert", "plots", "model_report"} <= set(placed["cpu"]), placed
 
     assert artifacts(cluster) == artifacts(local)
     for gpu in GPU_KEYS:
