@@ -21,10 +21,16 @@ VALID = (f"'{PREVIOUS}', a history stamp (YYYYMMDDTHHMMSSZ, UTC, as history/ nam
          "copies) or an existing folder holding offline/online/native .csv and .json")
 
 
+def in_history(setting: str) -> bool:
+    """Whether `setting` names a copy in the configuration's own history/ (`previous` or
+    a stamp), not a folder."""
+    return setting == PREVIOUS or bool(layout.STAMP.fullmatch(setting))
+
+
 def problem(setting: str) -> str | None:
     """Why `setting` is not a baseline (None when it is one); a folder is looked up
     from the working directory."""
-    if setting == PREVIOUS or layout.STAMP.fullmatch(setting) or Path(setting).is_dir():
+    if in_history(setting) or Path(setting).is_dir():
         return None
     return f"compare.baseline '{setting}' is not a baseline; valid: {VALID}"
 
@@ -45,13 +51,17 @@ def _stamp_of(current: Path, copies: dict[str, Path]) -> str | None:
     return next((s for s, c in reversed(copies.items()) if c.read_bytes() == data), None)
 
 
+def _history_label(json: Path, stamp: str) -> str:
+    """A history copy's name in reports, e.g. "history/offline-20261124T063004Z"."""
+    return layout.history_copy(json, stamp).relative_to(json.parent).with_suffix("").as_posix()
+
+
 def _from_history(csv: Path, stamp: str) -> Measurement | None:
-    copy_csv, copy_json = layout.history_copy(csv, stamp), layout.history_copy(
-        csv.with_suffix(".json"), stamp)
+    json = csv.with_suffix(".json")
+    copy_csv, copy_json = layout.history_copy(csv, stamp), layout.history_copy(json, stamp)
     if not (copy_csv.is_file() and copy_json.is_file()):
         return None
-    return Measurement(copy_csv, copy_json, copy_json.relative_to(csv.parent).with_suffix(
-        "").as_posix())
+    return Measurement(copy_csv, copy_json, _history_label(json, stamp))
 
 
 def current(folder: Path, scenario: str) -> Measurement | None:
@@ -61,15 +71,13 @@ def current(folder: Path, scenario: str) -> Measurement | None:
     if not (csv.is_file() and json.is_file()):
         return None
     stamp = _stamp_of(json, layout.history_copies(json))
-    label = (layout.history_copy(json, stamp).relative_to(folder).with_suffix("").as_posix()
-             if stamp else json.name)
-    return Measurement(csv, json, label)
+    return Measurement(csv, json, _history_label(json, stamp) if stamp else json.name)
 
 
 def find(folder: Path, scenario: str, setting: str) -> Measurement | None:
     """The baseline of the configuration in `folder` for `scenario` (offline, online,
     native), or None where it has none yet."""
-    if setting != PREVIOUS and not layout.STAMP.fullmatch(setting):
+    if not in_history(setting):
         base = Path(setting)
         own = base / folder.name  # a measurement set with a folder per configuration
         base = own if own.is_dir() else base
@@ -95,7 +103,7 @@ def find(folder: Path, scenario: str, setting: str) -> Measurement | None:
 def folder_files(folder: Path, setting: str) -> list[str]:
     """A folder baseline's files for the configuration in `folder` (none for `previous`
     or a stamp): inputs of its report, so that replacing them re-runs it."""
-    if setting == PREVIOUS or layout.STAMP.fullmatch(setting):
+    if in_history(setting):
         return []
     found = (find(folder, s, setting) for s in SCENARIOS)
     return sorted(str(p) for m in found if m for p in (m.csv, m.json))

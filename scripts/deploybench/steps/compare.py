@@ -228,12 +228,13 @@ class Comparison:
 def compare_configuration(folder: Path, setting: str) -> Comparison:
     """Every scenario of the configuration in `folder` against the baseline `setting`."""
     folder = Path(folder)
-    offline = baseline.current(folder, "offline")
+    current = {name: baseline.current(folder, name) for name in baseline.SCENARIOS}
+    offline = current["offline"]
     # native's criterion: the offline scenario's (else perf_analyzer's own)
     stability = (json.loads(offline.json.read_text())["perf_analyzer_settings"].get(
         "stability_percentage", PERF_ANALYZER_STABILITY) if offline else PERF_ANALYZER_STABILITY)
-    scenarios = [compare_scenario(name, baseline.current(folder, name),
-                                  baseline.find(folder, name, setting), stability)
+    scenarios = [compare_scenario(name, current[name], baseline.find(folder, name, setting),
+                                  stability)
                  for name in baseline.SCENARIOS]
     result = Comparison(setting, scenarios)
     lists = {}  # (baseline, current) package list hashes -> the scenarios of that pair
