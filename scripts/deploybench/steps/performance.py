@@ -105,8 +105,10 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             if repeats > 1:
                 noise.append({**level, **spread([r[THROUGHPUT] for r in runs],
                                                  spec["perf"]["stability_percentage"])})
+            # the deployment where a configuration has several (deploybench.deployments)
+            deployment = f", model {row.model}" if row.model != spec["key"]["model"] else ""
             levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
-                        f"{row.shared_memory} shared memory, model {row.model}")
+                        f"{row.shared_memory} shared memory{deployment}")
         cache = serving.cache_report(server)
     table = telemetry.with_columns(perf_analyzer.table(rows), usage)
     report = {
