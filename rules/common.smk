@@ -5,7 +5,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from deploybench import baseline, layout
-from deploybench.backends import EXPORT_ARTIFACTS
+from deploybench.backends import EXPORT_ARTIFACTS, export_precision
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings, step_spec
 from deploybench.device import DEVICE_STEPS, may_run_on_device
@@ -25,7 +25,9 @@ wildcard_constraints:
     gpu=r"[a-z0-9][a-z0-9-]*",
     backend=r"[a-z0-9][a-z0-9-]*",
     precision=r"[a-z0-9]+",
-    export_format=r"onnx|ts-trace|ts-script|torch-export|dense-onnx",
+    export_folder=layout.export_folders(
+        ("onnx", "ts-trace", "ts-script", "torch-export", "dense-onnx")
+    ),
     exported=r"model\.(pt|pt2|onnx)",
     converted=r"model\.(pt|pt2|onnx|plan)",
 
@@ -101,11 +103,13 @@ def cluster_resources(step):
 @lru_cache(maxsize=None)
 def _export_spec(model, dense, formats=False):
     """The source's settings; a dense part's export also reads the ensemble's tensors, the
-    export step the formats' own settings (`export`: the ONNX opset)."""
+    export step the formats' own settings (`export`: the ONNX opset; its precision is the
+    export folder's, so that setting it re-runs only the exports it names)."""
     settings = SETTINGS.split_export_settings if dense else SETTINGS.export_settings
     spec = settings(model)
     if formats:
-        spec["export"] = SETTINGS.models[model].get("export", {})
+        export = SETTINGS.models[model].get("export", {})
+        spec["export"] = {k: v for k, v in export.items() if k != "precision"}
     return json.dumps(spec, sort_keys=True)
 
 
@@ -163,8 +167,11 @@ def checkpoint_files(w):
 
 
 def exported_path(w):
-    fmt = run_of(w)["backend"]["export"]
-    return layout.fill(layout.export(fmt, EXPORT_ARTIFACTS[fmt]), model=w.model)
+    """The export a configuration converts: its format in its export precision."""
+    run = run_of(w)
+    fmt = run["backend"]["export"]
+    path = layout.export(fmt, EXPORT_ARTIFACTS[fmt], export_precision(run))
+    return layout.fill(path, model=w.model)
 
 
 def sparse_export(w):

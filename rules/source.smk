@@ -77,23 +77,24 @@ rule perf_data:
         "../scripts/run_step.py"
 
 
+# A format in a precision: export/<format>/ (FP32) or export/<format>-fp16/ (layout.py).
 rule export:
     input:
         weights=src("weights.pt"),
         eval_set=src("eval.npz"),
     output:
-        out=layout.export("{export_format}", "{exported}"),
+        out=layout.export("{export_folder}", "{exported}"),
     log:
-        log=layout.export("{export_format}", "logs/{exported}.log"),
+        log=layout.export("{export_folder}", "logs/{exported}.log"),
     benchmark:
-        layout.export("{export_format}", "benchmarks/{exported}.tsv")
+        layout.export("{export_folder}", "benchmarks/{exported}.tsv")
     conda:
         "../envs/deploybench.yaml"
     resources:
         **cluster_resources("export"),
     params:
         spec=any_export_spec,
-        format=lambda w, output: Path(output[0]).parent.name,
+        folder=lambda w, output: Path(output[0]).parent.name,
     script:
         "../scripts/run_step.py"
 

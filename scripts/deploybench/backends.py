@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-# Exported formats: source model -> file, always FP32 (the reference export precision).
+# Exported formats: source model -> file, FP32 unless a model's `export.precision` says
+# otherwise (config.Settings.export_precision).
 EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
                     "torch-export": "model.pt2",  # torch.export's program (ExportedProgram)
                     "tf-savedmodel": "model.savedmodel",  # a SavedModel is a folder
@@ -20,6 +21,24 @@ EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "
 ENSEMBLE_ARTIFACT = "model.ensemble"
 
 PRECISIONS = ("fp32", "fp16")
+# The precision of an export where a model's config says none: the source model's.
+EXPORT_PRECISION = "fp32"
+# The formats a PyTorch model exports in FP16 (model.half() before the trace or the ONNX
+# export). The others stay FP32: torch.export's program is cast on the device by the convert
+# step (aoti, torch-compile), a TensorFlow model's FP16 is TF's auto mixed precision or
+# TensorRT's, an ensemble's dense part is built from FP32 lookups.
+FP16_EXPORTS = ("onnx", "ts-trace", "ts-script")
+# Runners whose conversion of an FP32 export is the cast to FP16 and nothing else: they
+# serve an FP16 export as it is. TensorRT builds its plan from either (at the run's
+# precision); ONNX Runtime's TensorRT provider applies FP16 at load.
+CASTING_RUNNERS = ("onnxruntime", "torch", "torch-cudagraph")
+
+
+def export_precision(run: dict) -> str:
+    """The precision a run's export was written in. A run records it only where it is not
+    FP32, so that the settings of every FP32-export configuration (what Snakemake compares,
+    what a measurement recorded before exports had a precision) stay as they were."""
+    return run.get("export_precision", EXPORT_PRECISION)
 
 
 @dataclass(frozen=True)

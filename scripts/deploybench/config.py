@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from . import baseline, deployments
-from .backends import BACKENDS, EXPORT_ARTIFACTS, PRECISIONS
+from .backends import BACKENDS, EXPORT_ARTIFACTS, EXPORT_PRECISION, FP16_EXPORTS, PRECISIONS
 from .tables import published_gpus, reference_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,17 +208,49 @@ class Settings:
                 f"backend '{backend}' ({BACKENDS[backend].title}) needs an NVIDIA GPU; GPU key "
                 f"'{gpu}' is {entry['kind']}; use a GPU key ({', '.join(self.gpu_keys('gpu'))})"
             )
+        self.export_precision(model, gpu, backend, precision)
 
     def check_all(self, targets: list[dict]) -> None:
         """Refuse a configuration error before any job, whatever already exists: every
         model's batch sizes on every GPU key, and every default target's key."""
         for model in self.models:
             for gpu in self.gpus:
+                # the export at the key's highest precision: what refuses all its configurations
+                highest = "fp16" if "fp16" in self.gpus[gpu]["precisions"] else "fp32"
                 for backend in self.models[model]["backends"]:
                     _check_batches(model, gpu, backend,
                                    self.model_settings(model, gpu, backend))
+                    self.export_precision(model, gpu, backend, highest)
         for t in targets:
             self.check_key(t["model"], t["gpu"], t["backend"], t["precision"])
+
+    def export_precision(self, model: str, gpu: str, backend: str, precision: str) -> str:
+        """The precision a configuration's export is written in (`export.precision`: fp32,
+        fp16, or run: the configuration's), refused where it cannot serve it."""
+        setting = self.model_settings(model, gpu, backend).get("export", {}).get(
+            "precision", EXPORT_PRECISION)
+        exported = precision if setting == "run" else setting
+        if exported == EXPORT_PRECISION:
+            return exported
+        entry, fmt = self.gpus[gpu], BACKENDS[backend].export
+        where = (f"export.precision '{setting}' of model '{model}', backend '{backend}' on GPU "
+                 f"key '{gpu}'")
+        if exported not in entry["precisions"]:
+            raise ConfigError(
+                f"{where}: GPU key '{gpu}' ({entry['kind']}) runs "
+                f"{', '.join(entry['precisions'])} only, so no configuration of it can serve an "
+                f"{exported.upper()} export; set it for GPU keys (device_overrides), or use "
+                "'run' (the configuration's precision)")
+        if fmt not in FP16_EXPORTS:
+            raise ConfigError(
+                f"{where}: the format '{fmt}' is exported in FP32 only (FP16 exports: "
+                f"{', '.join(FP16_EXPORTS)}); its conversion applies the run's precision")
+        if exported != precision:
+            raise ConfigError(
+                f"{where}: an {exported.upper()} export cannot serve the {precision.upper()} "
+                f"configuration {backend}_{precision}; use 'run' (the configuration's "
+                "precision) or 'fp32'")
+        return exported
 
     def gpu_keys(self, kind: str) -> list[str]:
         return [k for k, v in self.gpus.items() if v["kind"] == kind]
@@ -293,6 +325,7 @@ class Settings:
         backend_spec = BACKENDS[backend]
         settings = self.model_settings(model, gpu, backend)
         _check_batches(model, gpu, backend, settings)
+        exported = self.export_precision(model, gpu, backend, precision)
         return {
             "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
             "model": settings,
@@ -302,6 +335,8 @@ class Settings:
             "precision": precision,
             "artifact": backend_spec.artifact,
             "export_artifact": EXPORT_ARTIFACTS[backend_spec.export],
+            # only where it is not FP32 (backends.export_precision)
+            **({"export_precision": exported} if exported != EXPORT_PRECISION else {}),
             "server": self.config["server"],
             "perf": self.perf_settings(gpu),
             "allow_gpu_mismatch": self.config.get("allow_gpu_mismatch", False),
@@ -366,7 +401,8 @@ def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
 
 
 # What each per-configuration step reads: a change to anything else does not re-run it.
-_COMMON = ("key", "gpu", "backend", "precision", "artifact", "allow_gpu_mismatch")
+_COMMON = ("key", "gpu", "backend", "precision", "artifact", "allow_gpu_mismatch",
+           "export_precision")  # where a run has it (backends.export_precision)
 _SERVE = (*_COMMON, "server")
 STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # step: (run fields, model fields)
@@ -390,6 +426,6 @@ def step_spec(run: dict, step: str) -> dict:
     if step not in STEP_FIELDS:
         return run
     run_fields, model_fields = STEP_FIELDS[step]
-    spec = {k: run[k] for k in run_fields}
+    spec = {k: run[k] for k in run_fields if k in run}
     spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}
     return spec

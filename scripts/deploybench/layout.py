@@ -2,6 +2,8 @@
 
     results/<model>/source/            weights.pt, data/ (generated), eval.npz, perf_data.json
     results/<model>/export/<format>/   one exported FP32 model (model.onnx, model.pt, ...)
+    results/<model>/export/<format>-<precision>/   the same export in another precision
+        (onnx-fp16/: a model's export.precision); FP32 keeps the folder it always had
     results/<model>/export/sparse/     a recommender's embedding storage (ensembles)
     results/<model>/<gpu>/<backend>_<precision>/   one configuration: converted/,
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from .backends import EXPORT_PRECISION, PRECISIONS
 
 MODEL = "results/{model}"
 SOURCE = f"{MODEL}/source"
@@ -53,9 +57,30 @@ def source(name: str) -> str:
     return f"{SOURCE}/{name}"
 
 
-def export(fmt: str, name: str) -> str:
-    """An export's file (or its logs/benchmarks: `name` under the format's folder)."""
-    return f"{EXPORT}/{fmt}/{name}"
+def export_folder(fmt: str, precision: str = EXPORT_PRECISION) -> str:
+    """The folder name of a format's export in a precision: `<format>` in FP32,
+    `<format>-<precision>` otherwise."""
+    return fmt if precision == EXPORT_PRECISION else f"{fmt}-{precision}"
+
+
+def export_of(folder: str) -> tuple[str, str]:
+    """(format, precision) of an export folder's name (export_folder's inverse)."""
+    for precision in PRECISIONS:
+        if precision != EXPORT_PRECISION and folder.endswith(f"-{precision}"):
+            return folder.removesuffix(f"-{precision}"), precision
+    return folder, EXPORT_PRECISION
+
+
+def export_folders(formats: tuple[str, ...]) -> str:
+    """A regular expression of the export folders of `formats` in every precision (the
+    rules' wildcard constraint)."""
+    others = "|".join(p for p in PRECISIONS if p != EXPORT_PRECISION)
+    return f"({'|'.join(map(re.escape, formats))})(-({others}))?"
+
+
+def export(fmt: str, name: str, precision: str = EXPORT_PRECISION) -> str:
+    """An export's file (or its logs/benchmarks: `name` under the export's folder)."""
+    return f"{EXPORT}/{export_folder(fmt, precision)}/{name}"
 
 
 def sparse() -> str:

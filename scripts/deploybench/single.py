@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import deployments, runners
+from .backends import CASTING_RUNNERS, EXPORT_PRECISION, export_precision
 from .files import copy_artifact
 
 
@@ -42,9 +43,13 @@ def options(run: dict) -> runners.Options:
 
 
 def convert(run: dict, exported: Path, out: Path) -> None:
-    """`out`: the exported FP32 model converted for the run's runner and precision (the
-    export itself where the runner serves it as it is)."""
-    if not runners.convert(run["backend"]["runner"], exported, out, options(run)):
+    """`out`: the exported model converted for the run's runner and precision (the export
+    itself where the runner serves it as it is: an FP16 export where the conversion would
+    only cast an FP32 one to FP16)."""
+    runner = run["backend"]["runner"]
+    # an FP16 export serves only FP16 runs (config.Settings.export_precision): no second cast
+    as_exported = export_precision(run) != EXPORT_PRECISION and runner in CASTING_RUNNERS
+    if as_exported or not runners.convert(runner, exported, out, options(run)):
         copy_artifact(exported, out)
 
 

@@ -1,12 +1,14 @@
-"""Export the source model (FP32, CPU): a PyTorch plug-in to TorchScript (trace, script)
-or ONNX, a TensorFlow plug-in to a SavedModel or ONNX (tf2onnx); a recommender's dense
-part (dense-*) and its embedding storage (sparse_export) for its ensembles."""
+"""Export the source model (on the CPU): a PyTorch plug-in to TorchScript (trace, script)
+or ONNX, in FP32 or FP16 (the model halved first), a TensorFlow plug-in to a SavedModel or
+ONNX (tf2onnx, FP32); a recommender's dense part (dense-*) and its embedding storage
+(sparse_export) for its ensembles."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .. import artifacts, atomic, source_model
+from .. import artifacts, atomic, layout, source_model
+from ..backends import EXPORT_PRECISION, FP16_EXPORTS
 
 ONNX_OPSET = 17  # where a model's `export.onnx_opset` (its seed's) says none
 EXPORT_MAX_BATCH = 1 << 16  # torch.export's bound of the batch dimension
@@ -14,11 +16,20 @@ FORMATS = {"torch": ("ts-trace", "ts-script", "onnx", "torch-export"),
            "tensorflow": ("tf-savedmodel", "onnx", "dense-savedmodel", "dense-onnx")}
 
 
-def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) -> None:
+def export(spec: dict, folder: str, weights: Path, eval_set: Path, out: Path) -> None:
+    """`out`: the source model exported as its export folder's name says (format and
+    precision, layout.export_folder)."""
+    format, precision = layout.export_of(folder)
     framework = source_model.framework(spec)
     if format not in FORMATS[framework]:
         raise ValueError(f"model '{spec['plugin']}' is a {framework} model: it exports to "
                          f"{', '.join(FORMATS[framework])}, not '{format}'")
+    half = precision != EXPORT_PRECISION
+    if half and (framework != "torch" or format not in FP16_EXPORTS):
+        raise ValueError(
+            f"model '{spec['plugin']}' ({framework}) exports '{format}' in FP32 only: FP16 "
+            f"exports are a PyTorch model's {', '.join(FP16_EXPORTS)} (a TensorFlow model's "
+            "FP16 is applied by its conversion or at load); set its export.precision to fp32")
     model, inputs = artifacts.exportable(spec, format, source_model.load(spec, weights))
     opset = spec.get("export", {}).get("onnx_opset", ONNX_OPSET)
     if framework == "tensorflow":
@@ -34,6 +45,9 @@ def export(spec: dict, format: str, weights: Path, eval_set: Path, out: Path) ->
 
     samples, _, _ = source_model.load_eval(spec, eval_set)
     example = tuple(torch.from_numpy(a[:2]) for a in samples)  # a real batch of two
+    if half:  # the graph in FP16, its floating inputs too (the runners cast what they get)
+        model = model.half()
+        example = tuple(t.half() if t.is_floating_point() else t for t in example)
     with atomic.output(out) as tmp, torch.no_grad():
         if format == "ts-trace":
             torch.jit.save(torch.jit.trace(model, example), str(tmp))
