@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import atomic, deployments, serving, telemetry
+from ..backends import export_precision
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
@@ -120,6 +121,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                                    "shared_memory": sorted({row.shared_memory for row in sweep}),
                                    "batching": "static" if scenario == "offline" else "dynamic"},
         "triton": spec["model"]["triton"],
+        "export_precision": export_precision(spec),  # what the model reports show
         "deployments": served,  # the Triton model (and its max batch) of each row
         **cache,
         "host_load": loads,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, provenance, source_model
+from ..backends import EXPORT_PRECISION, export_precision
 from ..cluster import CPU_KEY
 from ..host_load import CONTENDED_CORES
 from ..tables import (
@@ -170,7 +171,7 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
         ("Max batch size", model["triton"]["max_batch_size"]),
         ("Deployments", _deployments(offline_report, online_report)),
         ("Number of model instances", model["triton"]["instances"]),
-        ("Export Precision", "FP32"),
+        ("Export Precision", export_precision(run).upper()),
         ("Weights", files["weights_origin"]),
         ("Dataset", files["dataset"]),
         ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
@@ -440,6 +441,12 @@ def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
     return table[[*keys, "Configuration", *columns]].reset_index(drop=True)
 
 
+def _export_precision(ran: dict) -> str:
+    """The export precision a measurement (offline.json) recorded: one recorded before
+    exports had a precision ran an FP32 export."""
+    return ran.get("export_precision", EXPORT_PRECISION).upper()
+
+
 # The published settings of a series (reference column) and ours, from what a
 # configuration's offline.json recorded (and its backend).
 _SETTINGS = {
@@ -454,7 +461,7 @@ _SETTINGS = {
     "request_count": (
         "Request count (offline)",
         lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")),
-    "export_precision": ("Export precision", lambda ran, backend: "FP32"),
+    "export_precision": ("Export precision", lambda ran, backend: _export_precision(ran)),
     "nvidia_tensorrt_capture_cuda_graph": (
         "TensorRT CUDA graphs",
         lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
@@ -603,6 +610,7 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
             ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
         rows.append({
             "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
+            "Export": _export_precision(json.loads((folder / "offline.json").read_text())),
             "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
             "Smallest offline batch": int(offline["Batch"].min()),
             "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
