@@ -1,5 +1,7 @@
 """Bad keys and impossible combinations are refused early, naming what would be valid."""
 
+import re
+
 import pytest
 import yaml
 
@@ -424,7 +426,7 @@ def _bert_with(tmp_path, edit, model="bert"):
 
 def test_per_batch_deployments_are_checked_early(tmp_path):
     settings = _bert_with(tmp_path, lambda text: text.replace(
-        "  trt: {triton: {deployments: per_batch}}", "  trt: {triton: {deployments: per-batch}}"))
+        "  trt: {triton: {deployments: per_batch}", "  trt: {triton: {deployments: per-batch}"))
     with pytest.raises(ConfigError, match="bert.yaml: invalid value at 'backend_overrides/trt/"
                                           "triton/deployments': 'per-batch' is not one of "
                                           r"\['single', 'per_batch'\]"):
@@ -454,3 +456,111 @@ def test_the_offline_sweep_measures_each_batch_on_its_own_deployment():
     assert {r.model for r in perf_analyzer.sweep(run, "online")} == {"bert_b16"}
     ts = settings.run("bert", "a30", "ts-trace", "fp16")
     assert {r.model for r in perf_analyzer.sweep(ts, "offline")} == {"bert"}
+
+
+def _bert_tiny_with(tmp_path, **export):
+    """Settings whose bert-tiny has `export` settings: top level (`model`), under
+    backend_overrides onnx (`onnx`), under device_overrides (`device`: {key: settings})."""
+    import shutil
+
+    shutil.copytree(ROOT / "tests/config/models", tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "bert-tiny.yaml"
+    model = yaml.safe_load(path.read_text())
+    if "model" in export:
+        model["export"] = {**model["export"], "precision": export["model"]}
+    if "onnx" in export:
+        model["backend_overrides"]["onnx"]["export"] = {"precision": export["onnx"]}
+    for key, value in export.get("device", {}).items():
+        model.setdefault("device_overrides", {})[key] = {"export": {"precision": value}}
+    path.write_text(yaml.safe_dump(model))
+    return Settings(main_config(models_dir=str(tmp_path)))
+
+
+def test_export_precision_resolves_per_backend_and_device(settings, tmp_path):
+    """bert-tiny exports onnx, ort-trt, trt and ts-trace at the run's precision (as its
+    seed); an FP32 export is not recorded in the run, so FP32 configurations' settings (and
+    what Snakemake compares) are as before the setting existed."""
+    fp16 = settings.run("bert-tiny", "h100", "trt", "fp16")
+    assert fp16["export_precision"] == "fp16"
+    assert step_spec(fp16, "convert")["export_precision"] == "fp16"
+    for key in (("bert-tiny", "h100", "trt", "fp32"), ("bert-tiny", "cpu", "onnx", "fp32"),
+                ("bert-tiny", "h100", "ts-trace-cg", "fp16"), ("tft-tiny", "h100", "onnx", "fp16")):
+        run = settings.run(*key)
+        assert "export_precision" not in run and "export_precision" not in step_spec(run, "offline")
+    # a GPU key's override over the backend's: fp32 on the a30 only
+    local = _bert_tiny_with(tmp_path, device={"a30": "fp32"})
+    assert "export_precision" not in local.run("bert-tiny", "a30", "onnx", "fp16")
+    assert local.run("bert-tiny", "h100", "onnx", "fp16")["export_precision"] == "fp16"
+
+
+@pytest.mark.parametrize(("where", "path"), [("model", "export/precision"),
+                                            ("onnx", "backend_overrides/onnx/export/precision"),
+                                            ("device", "device_overrides/gpu/export/precision")])
+def test_a_bad_export_precision_is_refused_naming_the_valid_ones(tmp_path, where, path):
+    value = {"device": {"gpu": "bf16"}}.get(where, "bf16")
+    with pytest.raises(ConfigError) as err:
+        _bert_tiny_with(tmp_path, **{where: value}).models  # noqa: B018 (validates them)
+    assert f"invalid value at '{path}': 'bf16' is not one of ['fp32', 'fp16', 'run']" in str(
+        err.value)
+
+
+def test_an_fp16_export_is_refused_where_it_cannot_serve(tmp_path):
+    settings = _bert_tiny_with(tmp_path, onnx="fp16", device={"cpu": "fp16"})
+    with pytest.raises(ConfigError) as err:  # an FP32 configuration of an FP16-capable key
+        settings.run("bert-tiny", "h100", "onnx", "fp32")
+    assert ("export.precision 'fp16' of model 'bert-tiny', backend 'onnx' on GPU key 'h100': "
+            "an FP16 export cannot serve the FP32 configuration onnx_fp32; use 'run'") in str(
+        err.value)
+    with pytest.raises(ConfigError, match="GPU key 'cpu' \\(cpu\\) runs fp32 only, so no "
+                                          "configuration of it can serve an FP16 export"):
+        settings.run("bert-tiny", "cpu", "ts-script", "fp32")
+    # ...also before any job, whatever exists: every model x GPU key x backend is checked
+    with pytest.raises(ConfigError, match="GPU key 'cpu' \\(cpu\\) runs fp32 only"):
+        settings.check_all([])
+    # a format without FP16 export (torch.export's program: cast on the device)
+    formats = _bert_tiny_with(tmp_path, model="run")
+    with pytest.raises(ConfigError, match="the format 'torch-export' is exported in FP32 only "
+                                          "\\(FP16 exports: onnx, ts-trace, ts-script\\)"):
+        formats.run("bert-tiny", "h100", "aoti", "fp16")
+    with pytest.raises(ConfigError, match="backend 'aoti' on GPU key 'a30'"):
+        formats.check_all([])
+
+
+def test_export_folders_are_keyed_by_precision():
+    from deploybench import layout
+
+    assert layout.export("onnx", "model.onnx") == "results/{model}/export/onnx/model.onnx"
+    assert (layout.export("onnx", "model.onnx", "fp16")
+            == "results/{model}/export/onnx-fp16/model.onnx")
+    for fmt in ("onnx", "ts-trace", "dense-onnx", "torch-export"):
+        for precision in ("fp32", "fp16"):
+            folder = layout.export_folder(fmt, precision)
+            assert layout.export_of(folder) == (fmt, precision)
+    pattern = layout.export_folders(("onnx", "ts-trace", "dense-onnx"))
+    assert all(re.fullmatch(pattern, f) for f in ("onnx", "onnx-fp16", "ts-trace-fp16",
+                                                   "dense-onnx"))
+    assert not any(re.fullmatch(pattern, f) for f in ("onnx-fp8", "tf-savedmodel", "sparse"))
+
+
+def test_dry_run_plans_the_fp16_export_for_bert_gpu_keys_only(tmp_path):
+    from conftest import snakemake
+
+    targets = {"h100/trt_fp16": "model.plan", "a30/onnx_fp16": "model.onnx",
+               "h100/ts-trace_fp16": "model.pt", "h100/ts-trace-cg_fp16": "model.pt",
+               "h100/onnx_fp32": "model.onnx", "cpu/onnx_fp32": "model.onnx"}
+    result = snakemake(tmp_path, "-n", *(f"results/bert-tiny/{c}/converted/{f}"
+                                         for c, f in targets.items()))
+    exports = set(re.findall(r"output: (results/bert-tiny/export/\S+)", result.stdout))
+    assert exports == {f"results/bert-tiny/export/{f}" for f in (
+        "onnx/model.onnx", "onnx-fp16/model.onnx", "ts-trace/model.pt", "ts-trace-fp16/model.pt")}
+    # which export each conversion reads (Snakemake's reason names its input)
+    jobs = result.stdout.split("\nrule ")
+    inputs = {re.search(r"output: results/bert-tiny/(\S+)/converted/", j).group(1):
+              re.search(r"input: (\S+)", j).group(1) for j in jobs if j.startswith("convert:")}
+    assert inputs == {
+        "h100/trt_fp16": "results/bert-tiny/export/onnx-fp16/model.onnx",
+        "a30/onnx_fp16": "results/bert-tiny/export/onnx-fp16/model.onnx",
+        "h100/ts-trace_fp16": "results/bert-tiny/export/ts-trace-fp16/model.pt",
+        "h100/ts-trace-cg_fp16": "results/bert-tiny/export/ts-trace/model.pt",
+        "h100/onnx_fp32": "results/bert-tiny/export/onnx/model.onnx",
+        "cpu/onnx_fp32": "results/bert-tiny/export/onnx/model.onnx"}

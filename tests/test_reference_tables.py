@@ -227,6 +227,30 @@ def test_settings_of_the_published_tables_sit_beside_what_ran():
     assert ours["Request count (offline)"] == str(
         ran["perf_analyzer_settings"]["measurement_request_count"])
     assert ours["TensorRT CUDA graphs"] == ""  # not a TensorRT configuration
+    assert "export_precision" not in ran and ours["Export precision"] == "FP32"  # before it
+
+
+def test_reports_show_the_export_precision_a_configuration_ran(tmp_path):
+    """offline.json records it (a measurement without it predates FP16 exports: FP32); the
+    model report's Export column and the settings beside the published ones read it."""
+    import shutil
+
+    from deploybench.steps.report import model_report, reference_settings
+
+    folder = tmp_path / "bert" / "h100" / "trt_fp16"
+    shutil.copytree(ROOT / "results" / "bert" / "h100" / "ts-trace_fp16", folder)
+    ran = json.loads((folder / "offline.json").read_text())
+    (folder / "offline.json").write_text(json.dumps({**ran, "export_precision": "fp16"}))
+    table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
+                               "004_0e3f950e04427afa.txt", {})
+    assert table.set_index("Setting").loc["Export precision", "h100 trt_fp16"] == "FP16"
+    out = tmp_path / "bert" / "README.md"
+    model_report({"model": "bert", "title": "BERT", "reference": None}, [], out,
+                 tmp_path / "bert/plots/offline.png", tmp_path / "bert/plots/online.png")
+    rows = [line for line in out.read_text().splitlines() if "](h100/" in line]
+    header = next(line for line in out.read_text().splitlines() if "| Export |" in line)
+    assert [c.strip() for c in header.split("|")][1:4] == ["GPU", "Configuration", "Export"]
+    assert [row.split("|")[3].strip() for row in rows] == ["FP16"]
 
 
 def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():

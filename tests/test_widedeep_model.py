@@ -271,3 +271,15 @@ def test_both_configs_validate(tmp_path):
     assert gpu["model"]["triton"]["instances"] == 2
     assert gpu["model"]["offline"]["batch_sizes"][-1] == 131072
     assert gpu["model"]["online"]["concurrency"] == list(range(8, 257, 8))
+
+
+def test_fp16_export_is_refused_for_a_tensorflow_model(tmp_path):
+    """A TensorFlow model exports FP32 only (DLE's W&D get_model ignores its precision too):
+    its FP16 is TensorRT's or TF's auto mixed precision. Refused before the model loads."""
+    from deploybench.steps.export import export
+
+    spec = Settings(main_config()).export_settings("widedeep-tiny")
+    with pytest.raises(ValueError, match=r"'widedeep' \(tensorflow\) exports 'onnx' in FP32 "
+                                         "only.*set its export.precision to fp32"):
+        export(spec, "onnx-fp16", tmp_path / "weights.pt", tmp_path / "eval.npz",
+               tmp_path / "model.onnx")
