@@ -1,6 +1,7 @@
 """The Wide & Deep (Outbrain) plug-in (TensorFlow 2, Keras 3): seeded initialisation, the
-wide + deep composition, the numpy Outbrain layout, DLE's MAP@12, weights files, the
-SavedModel export the toolkit makes of it, and both model configs."""
+wide + deep composition with DLE's multi-hot features, the parquet Outbrain layout, DLE's
+MAP@12, weights files, the SavedModel and ONNX exports the toolkit makes of it, the
+Triton tensors, and both model configs."""
 
 import math
 from pathlib import Path
@@ -20,6 +21,7 @@ from deploybench.config import Settings  # noqa: E402
 from deploybench.models import widedeep  # noqa: E402
 from deploybench.models.widedeep import data as widedeep_data  # noqa: E402
 from deploybench.models.widedeep.net import DeepEmbeddings, WideLinear  # noqa: E402
+from deploybench.triton import config as triton_config  # noqa: E402
 
 ROOT = Path(__file__).parent.parent
 TINY_CONFIG = yaml.safe_load((ROOT / "tests/config/models/widedeep-tiny.yaml").read_text())
@@ -27,18 +29,50 @@ FULL_CONFIG = yaml.safe_load((ROOT / "config/models/widedeep.yaml").read_text())
 TINY = TINY_CONFIG["hparams"]
 CATS = TINY["categorical_features"]
 NUMS = TINY["numerical_features"]
+C = len(CATS)  # 13 one-hot, then 3 multi-hot
+HOT = [f.get("hotness", 1) for f in CATS]
+MULTI = [i for i, h in enumerate(HOT) if h > 1]
 SIZES = [min(f["cardinality"], 50) for f in CATS]
 INPUTS = TINY_CONFIG["inputs"]
 OUTPUTS = TINY_CONFIG["outputs"]
+# DLE's data/outbrain/features.py at the seed's commit: MULTIHOT_COLUMNS (hotness 3) and
+# their HASH_BUCKET_SIZES; trainer/model/widedeep.py's Keras inputs are INT32 for every
+# categorical feature (one-hot (1,), multi-hot (hotness,)), FP32 for numerical ones.
+DLE_MULTIHOT = {"topic_id_list": 350, "entity_id_list": 10000, "category_id_list": 100}
 
 
 def batch(n=32, seed=0, wild_ids=False):
+    """Random inputs: one-hot ids [n, 1], multi-hot lists [n, 3] of 0 to 3 ids padded
+    with -1, numerical [n, 1]."""
     rng = np.random.default_rng(seed)
-    if wild_ids:  # any INT64 id is valid: the model takes it modulo the table size
-        ids = [rng.integers(-2 ** 62, 2 ** 62, (n, 1), dtype=np.int64) for _ in CATS]
-    else:
-        ids = [rng.integers(0, s, (n, 1)).astype(np.int64) for s in SIZES]
+    ids = []
+    for size, hot in zip(SIZES, HOT):
+        if wild_ids:  # any INT32 id is valid: the model takes it modulo the table size
+            x = rng.integers(-2 ** 31, 2 ** 31, (n, hot), dtype=np.int64)
+        else:
+            x = rng.integers(0, size, (n, hot))
+        if hot > 1:
+            x = np.abs(x) * rng.choice([1, 1, -1], (n, hot))  # some padding, any position
+            x[x < 0] = -1
+        ids.append(x.astype(np.int32))
     return ids + [rng.random((n, 1), dtype=np.float32) for _ in NUMS]
+
+
+def reduced(x):
+    """The ids the model looks up: one-hot ids and list ids modulo the table size,
+    padding (-1) kept."""
+    ids = [np.where(a < 0, -1, a % s) if h > 1 else np.mod(a, s)
+           for a, s, h in zip(x[:C], SIZES, HOT)]
+    return [a.astype(np.int32) for a in ids] + x[C:]
+
+
+def rows(table, ids, hotness):
+    """Sum of the table rows of each sample's ids (padding left out), as numpy."""
+    table = np.asarray(table)
+    if hotness == 1:
+        return table[ids[:, 0]]
+    return np.stack([table[r[r >= 0]].sum(axis=0) if (r >= 0).any()
+                     else np.zeros(table.shape[1], table.dtype) for r in ids])
 
 
 def run(model, inputs):
@@ -58,15 +92,35 @@ def test_plugin_declares_tensorflow():
 
 def test_configs_name_the_features_as_inputs_in_order():
     for config in (TINY_CONFIG, FULL_CONFIG):
-        names = [f["name"] for f in config["hparams"]["categorical_features"]]
-        names += config["hparams"]["numerical_features"]
+        cats = config["hparams"]["categorical_features"]
+        names = [f["name"] for f in cats] + config["hparams"]["numerical_features"]
         assert [t["name"] for t in config["inputs"]] == names
-        assert [t["dtype"] for t in config["inputs"]] == ["INT64"] * 13 + ["FP32"] * 13
-        assert all(t["dims"] == [1] for t in config["inputs"])
+        assert [t["dtype"] for t in config["inputs"]] == ["INT32"] * 16 + ["FP32"] * 13
+        assert [t["dims"] for t in config["inputs"]] == [[1]] * 13 + [[3]] * 3 + [[1]] * 13
+        assert [t["dims"] for t in config["inputs"][:16]] == [[f.get("hotness", 1)]
+                                                               for f in cats]
+        assert {f["name"]: f["cardinality"] for f in cats if "hotness" in f} == DLE_MULTIHOT
+        assert config["hparams"]["combiner"] == "sum"  # DLE's --combiner default
         assert config["outputs"] == [{"name": "wide_deep_model", "dtype": "FP32", "dims": [1]}]
-    # DLE's deep input: 3 x 128 + campaign 128 + 8 x 64 + platform 19 = 1043, + 13 numerical
+    # DLE's deep input: 3 x 128 + campaign 128 + 8 x 64 + platform 19 = 1043 one-hot, 3 x 64
+    # multi-hot, + 13 numerical
     dims = [f["embedding_dim"] for f in FULL_CONFIG["hparams"]["categorical_features"]]
-    assert sum(dims) == 1043
+    assert sum(dims[:13]) == 1043 and dims[13:] == [64] * 3
+
+
+def test_triton_tensors_are_int32_where_dle_took_int32():
+    """The config.pbtxt Triton gets for the CPU backends names DLE's dtypes: INT32 ids,
+    one-hot [1] and multi-hot [3], FP32 numerical features."""
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    real = Settings(main_config(models_dir="config/models"))
+    for backend in ("tf-savedmodel", "onnx"):
+        run_ = real.run("widedeep", "cpu", backend, "fp32")
+        config = triton_config.model_config("WidenDeep", run_)
+        inputs = {i.name: (i.data_type, tuple(i.dims)) for i in config.input}
+        for f in FULL_CONFIG["hparams"]["categorical_features"]:
+            assert inputs.pop(f["name"]) == (mc.TYPE_INT32, (f.get("hotness", 1),))
+        assert set(inputs.values()) == {(mc.TYPE_FP32, (1,))} and len(inputs) == 13
 
 
 def test_seeded_init_is_deterministic():
@@ -87,15 +141,52 @@ def test_output_is_a_probability_per_sample():
     assert y.shape == (32, 1) and y.dtype == np.float32
     assert ((y > 0) & (y < 1)).all() and y.std() > 0
     wild = batch(32, wild_ids=True)
-    reduced = [np.mod(a, s) for a, s in zip(wild[:13], SIZES)] + wild[13:]
-    np.testing.assert_allclose(run(model, wild), run(model, reduced), rtol=1e-6)
+    np.testing.assert_allclose(run(model, wild), run(model, reduced(wild)), rtol=1e-6)
     # a numerical input or an id changes the output
-    other = wild[:13] + [wild[13] + 1] + wild[14:]
+    other = wild[:C] + [wild[C] + 1] + wild[C + 1:]
     assert not np.allclose(run(model, wild), run(model, other))
     other = [wild[0] + 1] + wild[1:]
     assert not np.allclose(run(model, wild), run(model, other))
-    with pytest.raises(ValueError, match="takes 26 inputs"):
-        model(wild[:25])
+    with pytest.raises(ValueError, match="takes 29 inputs"):
+        model(wild[:28])
+
+
+def test_multi_hot_lists_change_the_output_in_both_parts():
+    """Each multi-hot feature counts in the wide and in the deep part: another id in a
+    list changes both logits; padding, whatever its negative value, and the order of a
+    list's ids do not (DLE sums the rows of a list's ids)."""
+    model = widedeep.build_model(TINY, None, 3)
+    x = batch(16)
+    for i in MULTI:
+        ids = x[i].copy()
+        ids[:, 0] = np.where(ids[:, 0] == 7, 8, 7)  # another id in every list
+        other = x[:i] + [ids] + x[i + 1:]
+        for part in (model.wide_logit, model.deep_logit):
+            assert not np.allclose(np.asarray(part(x)), np.asarray(part(other)))
+        padding = np.where(x[i] < 0, -5, x[i]).astype(np.int32)
+        shuffled = x[i][:, ::-1].copy()
+        for same in (padding, shuffled):
+            np.testing.assert_allclose(run(model, x[:i] + [same] + x[i + 1:]), run(model, x),
+                                       rtol=1e-6)
+    # a list of padding only adds nothing: the wide part is the other features' sum
+    empty = [np.full_like(a, -1) if h > 1 else a for a, h in zip(x[:C], HOT)] + x[C:]
+    one_hot_only = sum(rows(t, a, 1) for t, a, h in zip(model.wide.tables, x[:C], HOT)
+                       if h == 1)
+    np.testing.assert_allclose(np.asarray(model.wide_logit(empty)),
+                               one_hot_only + np.asarray(model.wide.bias), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_mean_combiner_averages_a_lists_embeddings():
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    layer = DeepEmbeddings([6], [2], [3], combiner="mean")
+    layer.tables[0].assign(table)
+    ids = np.array([[1, 2, -1], [-1, -1, -1], [4, 10, 3]], np.int32)  # 10 mod 6 = 4
+    got = np.asarray(layer([ids], []))
+    np.testing.assert_allclose(got, [(table[1] + table[2]) / 2, [0, 0],
+                                     (2 * table[4] + table[3]) / 3], rtol=1e-6)
+    with pytest.raises(ValueError, match="combiner 'max'"):
+        DeepEmbeddings([6], [2], [3], combiner="max")
 
 
 def test_output_is_sigmoid_of_wide_plus_deep():
@@ -107,14 +198,16 @@ def test_output_is_sigmoid_of_wide_plus_deep():
     assert wide.shape == deep.shape == (6, 1)
     np.testing.assert_allclose(run(model, x), 1 / (1 + np.exp(-(wide + deep))), rtol=1e-5,
                                atol=1e-6)
-    # wide part: a per-id weight of each categorical feature, summed, plus a bias
-    tables = [np.asarray(t) for t in model.wide.tables]
-    expected = sum(t[a[:, 0]] for t, a in zip(tables, x[:13])) + np.asarray(model.wide.bias)
-    np.testing.assert_allclose(wide, expected, rtol=1e-5, atol=1e-6)
-    # deep part: embeddings (4 wide each) then numerical, through the ReLU MLP
-    emb = [np.asarray(t)[a[:, 0]] for t, a in zip(model.deep_input.tables, x[:13])]
-    h = np.concatenate(emb + x[13:], axis=1)
-    assert h.shape == (6, 13 * 4 + 13)
+    # wide part: a per-id weight of each categorical feature (summed over a list's ids),
+    # summed, plus a bias
+    expected = sum(rows(t, a, h) for t, a, h in zip(model.wide.tables, x[:C], HOT))
+    np.testing.assert_allclose(wide, expected + np.asarray(model.wide.bias), rtol=1e-5,
+                               atol=1e-6)
+    # deep part: embeddings (4 wide each; a list's rows summed, DLE's combiner) then
+    # numerical, through the ReLU MLP
+    emb = [rows(t, a, hot) for t, a, hot in zip(model.deep_input.tables, x[:C], HOT)]
+    h = np.concatenate(emb + x[C:], axis=1)
+    assert h.shape == (6, 16 * 4 + 13)
     for layer in model.deep_mlp:
         h = np.maximum(h @ np.asarray(layer.kernel) + np.asarray(layer.bias), 0)
     out = model.deep_logit_layer
@@ -140,12 +233,20 @@ def test_generated_data_has_the_documented_layout(data, tmp_path):
     assert spec["channel_spec"]["display_id"] == ["display_id"]
     assert spec["feature_spec"]["ad_id"] == {"dtype": "int8", "cardinality": 50}
     assert spec["feature_spec"]["platform"] == {"dtype": "int8", "cardinality": 4}
+    assert spec["feature_spec"]["topic_id_list"] == {"dtype": "int8", "cardinality": 50,
+                                                     "max_hotness": 3}
     columns = [f["name"] for f in CATS] + NUMS + ["display_id", "clicked"]
     for split, n in (("train", 40), ("valid", 100)):
         assert sorted(p.name for p in (data / split).iterdir()) == ["part_0.parquet"]
         table = pd.read_parquet(data / split / "part_0.parquet")
         assert list(table.columns) == columns and len(table) == n
         assert table["ad_id"].dtype == np.int8 and table["clicked"].dtype == np.int8
+        # multi-hot: lists of 0 to 3 ids within the table, as NVTabular writes them
+        for i in MULTI:
+            lists = table[CATS[i]["name"]]
+            assert {len(ids) for ids in lists} == {0, 1, 2, 3}
+            ids = np.concatenate(list(lists))
+            assert ids.dtype == np.int8 and 0 <= ids.min() and ids.max() < SIZES[i]
     assert widedeep_data.categorical_dtype(127) == np.int16
     widedeep.generate_dataset(TINY, str(tmp_path / "a"), seed=3, n_train=40, n_valid=100)
     widedeep.generate_dataset(TINY, str(tmp_path / "b"), seed=4, n_train=40, n_valid=100)
@@ -160,13 +261,15 @@ def test_generated_data_has_the_documented_layout(data, tmp_path):
 
 def test_load_split_round_trips_what_was_generated(data):
     rng = np.random.default_rng(3)
-    widedeep_data.synthesize(rng, 40, SIZES, 13)  # train comes first
-    ids, num, display, clicked = widedeep_data.synthesize(rng, 100, SIZES, 13)
+    widedeep_data.synthesize(rng, 40, SIZES, HOT, 13)  # train comes first
+    ids, num, display, clicked = widedeep_data.synthesize(rng, 100, SIZES, HOT, 13)
     inputs, targets = widedeep.load_split(TINY, str(data), "valid", None)
-    assert [a.dtype for a in inputs] == [np.int64] * 13 + [np.float32] * 13
-    assert all(a.shape == (100, 1) for a in inputs)
-    np.testing.assert_array_equal(np.concatenate(inputs[:13], axis=1), ids)
-    np.testing.assert_array_equal(np.concatenate(inputs[13:], axis=1), num)
+    assert [a.dtype for a in inputs] == [np.int32] * C + [np.float32] * 13
+    assert [a.shape for a in inputs] == [(100, h) for h in HOT] + [(100, 1)] * 13
+    for got, want in zip(inputs[:C], ids):  # short lists padded with -1, as DLE feeds them
+        np.testing.assert_array_equal(got, want)
+    assert all((inputs[i] == -1).any() and (inputs[i][:, 0] >= 0).any() for i in MULTI)
+    np.testing.assert_array_equal(np.concatenate(inputs[C:], axis=1), num)
     label, disp = targets
     assert label.shape == disp.shape == (100, 1)
     assert label.dtype == np.float32 and disp.dtype == np.int64
@@ -182,15 +285,35 @@ def test_load_split_round_trips_what_was_generated(data):
     np.testing.assert_array_equal(first_t[1], disp[:10])
     with pytest.raises(ValueError, match="no split 'test'"):
         widedeep.load_split(TINY, str(data), "test", None)
-    with pytest.raises(FileNotFoundError, match="feature_spec.yaml"):
+    with pytest.raises(FileNotFoundError, match="neither a feature_spec.yaml"):
         widedeep.load_split(TINY, str(data / "valid"), "valid", None)
+
+
+def test_seed_era_folder_without_a_feature_spec(data, tmp_path):
+    """The seed reads ${DATASETS_DIR}/outbrain/valid/*.parquet, NVTabular's output with no
+    feature spec: every file of the split, in name order; longer lists are cut to 3."""
+    table = pd.read_parquet(data / "valid/part_0.parquet")
+    topics = list(table["topic_id_list"])
+    table["topic_id_list"] = [np.array([5, 6, 7, 8], np.int8)] + topics[1:]
+    (tmp_path / "valid").mkdir()
+    table.iloc[:60].to_parquet(tmp_path / "valid/part_0.parquet", index=False)
+    table.iloc[60:].to_parquet(tmp_path / "valid/part_1.parquet", index=False)
+    inputs, targets = widedeep.load_split(TINY, str(tmp_path), "valid", None)
+    expected, _ = widedeep.load_split(TINY, str(data), "valid", None)
+    i = MULTI[0]
+    np.testing.assert_array_equal(inputs[i][0], [5, 6, 7])
+    inputs[i][0], expected[i][0] = 0, 0
+    for got, want in zip(inputs, expected):
+        np.testing.assert_array_equal(got, want)
+    assert widedeep_data.padded(np.array([None, [3]], object), 3).tolist() == [
+        [-1, -1, -1], [3, -1, -1]]
 
 
 def test_generated_clicks_are_learnable():
     """The click follows the features: ranking by a logistic fit on the training half
     beats a random ranking's MAP@12 by a clear margin."""
     rng = np.random.default_rng(0)
-    ids, num, display, clicked = widedeep_data.synthesize(rng, 20000, SIZES, 13)
+    ids, num, display, clicked = widedeep_data.synthesize(rng, 20000, SIZES, HOT, 13)
     x = np.c_[num, np.ones(len(num))]
     half = len(x) // 2
     w = np.zeros(x.shape[1])
@@ -243,18 +366,51 @@ def test_checkpoint_round_trip_and_messages(tmp_path):
         widedeep.build_model({**TINY, "deep_hidden_units": [8]}, str(path), 0)
 
 
-def test_savedmodel_round_trip_through_the_runner(tmp_path):
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("exports")
     model = widedeep.build_model(TINY, None, 2)
-    keras_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
-    runner = runners.load("tensorflow", tmp_path / "model.savedmodel",
+    keras_export.save_savedmodel(model, INPUTS, OUTPUTS, out / "model.savedmodel")
+    keras_export.save_onnx(model, INPUTS, OUTPUTS, out / "model.onnx",
+                           TINY_CONFIG["export"]["onnx_opset"])
+    return model, out
+
+
+def test_savedmodel_round_trip_through_the_runner(exported, data):
+    model, out = exported
+    runner = runners.load("tensorflow", out / "model.savedmodel",
                           runners.Options(inputs=tuple(t["name"] for t in INPUTS)))
-    x = batch(24, wild_ids=True)
-    out = runner(x)
-    assert len(out) == 1 and out[0].shape == (24, 1)
-    np.testing.assert_allclose(out[0], run(model, x), rtol=1e-6, atol=1e-7)
-    fn = tf.saved_model.load(str(tmp_path / "model.savedmodel")).signatures["serving_default"]
-    assert sorted(fn.structured_input_signature[1]) == sorted(t["name"] for t in INPUTS)
+    real, _ = widedeep.load_split(TINY, str(data), "valid", None)
+    for x in (real, batch(24, wild_ids=True)):
+        got = runner(x)
+        assert len(got) == 1 and got[0].shape == (len(x[0]), 1)
+        np.testing.assert_allclose(got[0], run(model, x), rtol=1e-6, atol=1e-7)
+    fn = tf.saved_model.load(str(out / "model.savedmodel")).signatures["serving_default"]
+    signature = fn.structured_input_signature[1]
+    assert sorted(signature) == sorted(t["name"] for t in INPUTS)
+    assert signature["topic_id_list"].dtype == tf.int32
+    assert signature["topic_id_list"].shape.as_list() == [None, 3]
     assert list(fn.structured_outputs) == ["wide_deep_model"]
+
+
+def test_onnx_export_matches_keras_on_generated_batches(exported, data):
+    """tf2onnx's graph takes DLE's INT32 tensors and gives the Keras model's
+    probabilities on real generated samples (lists with padding among them)."""
+    import onnxruntime as ort
+
+    model, out = exported
+    session = ort.InferenceSession(str(out / "model.onnx"))
+    assert [(i.name, i.type, i.shape[1:]) for i in session.get_inputs()] == [
+        (t["name"], "tensor(int32)" if t["dtype"] == "INT32" else "tensor(float)", t["dims"])
+        for t in INPUTS]
+    runner = runners.load("onnxruntime", out / "model.onnx",
+                          runners.Options(inputs=tuple(t["name"] for t in INPUTS)))
+    real, _ = widedeep.load_split(TINY, str(data), "valid", None)
+    for start in range(0, len(real[0]), 64):  # the tiny config's batches
+        x = [a[start:start + 64] for a in real]
+        np.testing.assert_allclose(runner(x)[0], run(model, x), rtol=1e-5, atol=1e-6)
+    wild = batch(24, wild_ids=True)
+    np.testing.assert_allclose(runner(wild)[0], run(model, wild), rtol=1e-5, atol=1e-6)
 
 
 def test_both_configs_validate(tmp_path):

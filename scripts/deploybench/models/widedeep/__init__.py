@@ -3,13 +3,14 @@ metric.
 
 Follows DeepLearningExamples' TensorFlow2/Recommendation/WideAndDeep as its Triton
 deployment serves it (seed 000: a TensorFlow SavedModel `WidenDeep`, output
-`wide_deep_model`): the network is in `net`, the data in `data` (a
-numpy layout standing in for DLE's parquet, see there), the metric is DLE's MAP@12.
+`wide_deep_model`): the network is in `net`, the data in `data` (DLE's preprocessed
+parquet, see there), the metric is DLE's MAP@12.
 
 Model interface (the config's inputs and outputs, in this order):
-  inputs:  one tensor [1] per feature: the categorical features (INT64 ids) in
-           `hparams["categorical_features"]` order, then the numerical features (FP32)
-           in `hparams["numerical_features"]` order
+  inputs:  one tensor per feature: the categorical features (INT32 ids, DLE's inputs;
+           [1] one-hot, [hotness] multi-hot, short lists padded with -1) in
+           `hparams["categorical_features"]` order, then the numerical features (FP32
+           [1]) in `hparams["numerical_features"]` order
   outputs: the click probability FP32 [1] (sigmoid of wide + deep logits)
 `build_model` returns a built Keras model called as `model([feature_0, feature_1, ...])`.
 """
@@ -29,11 +30,11 @@ def build_model(hparams: dict, checkpoint: str | None, seed: int):
     weights of a Keras weights file (`model.save_weights`, `*.weights.h5`)."""
     import keras
 
-    from .net import build, categorical, numerical
+    from .net import build, hotness, numerical
 
     keras.utils.set_random_seed(seed)
     model = build(hparams, seed)
-    model([np.zeros((1, 1), np.int64) for _ in categorical(hparams)]
+    model([np.zeros((1, h), np.int32) for h in hotness(hparams)]
           + [np.zeros((1, 1), np.float32) for _ in numerical(hparams)])  # build
     load_keras_weights(model, checkpoint, "Wide & Deep")
     return model
@@ -45,28 +46,31 @@ def generate_dataset(hparams: dict, out_dir: str, seed: int, n_train: int = 4096
     (scaled) table sizes, which become the feature spec's cardinalities."""
     from .net import categorical, numerical, table_sizes
 
-    names = [f["name"] for f in categorical(hparams)]
-    data.generate(out_dir, dict(zip(names, table_sizes(hparams))),
-                           numerical(hparams), {"train": n_train, "valid": n_valid}, seed)
+    features = [data.Categorical(f["name"], n, f["hotness"])
+                for f, n in zip(categorical(hparams), table_sizes(hparams))]
+    data.generate(out_dir, features, numerical(hparams),
+                  {"train": n_train, "valid": n_valid}, seed)
 
 
 def load_split(hparams: dict, data_dir: str, split: str,
                max_samples: int | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """([each categorical feature int64 [N, 1], ..., each numerical float32 [N, 1]],
-    [clicked float32 [N, 1], display_id int64 [N, 1]]) of the first `max_samples`
-    samples (all when None). Ids are passed as stored: the model reduces them modulo its
-    table sizes."""
+    """([each categorical feature int32 [N, hotness], ..., each numerical float32
+    [N, 1]], [clicked float32 [N, 1], display_id int64 [N, 1]]) of the first
+    `max_samples` samples (all when None). Ids are passed as stored (the model reduces
+    them modulo its table sizes); multi-hot lists are cut or padded with -1 to their
+    hotness, as DLE's triton/tf_dataloader.py feeds them."""
     from .net import categorical, numerical
 
     arrays = data.load(data_dir, split, max_samples)
-    cat_names = [f["name"] for f in categorical(hparams)]
+    cats = categorical(hparams)
+    cat_names = [f["name"] for f in cats]
     num_names = numerical(hparams)
     missing = [n for n in [*cat_names, *num_names, data.LABEL,
                            data.DISPLAY_ID] if n not in arrays]
     if missing:
         raise ValueError(f"Outbrain dataset '{data_dir}' split '{split}' lacks the "
                          f"features {', '.join(missing)}")
-    inputs = ([arrays[n].astype(np.int64).reshape(-1, 1) for n in cat_names]
+    inputs = ([data.padded(arrays[f["name"]], f["hotness"]) for f in cats]
               + [arrays[n].astype(np.float32).reshape(-1, 1) for n in num_names])
     targets = [arrays[data.LABEL].astype(np.float32).reshape(-1, 1),
                arrays[data.DISPLAY_ID].astype(np.int64).reshape(-1, 1)]
