@@ -18,6 +18,9 @@ repo=$PWD
 # did not settle on 2026-11-24)
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 \
     DEPLOYBENCH_PROFILE_EVERY=500 TORCH_LOGS=recompiles,perf_hints,cudagraphs
+# The image's CXX (/opt/gcc/bin/g++) links libstdc++ statically into AOTInductor packages,
+# which then segfault on load (runners/aoti.check_cxx_runtime): the system g++ links it shared
+[ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++
 out=${OUT:-/tmp/out}
 work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
 mkdir -p "$out" "$work"

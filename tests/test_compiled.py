@@ -69,6 +69,9 @@ def test_aoti_package_is_compiled_by_the_convert_step(built):
         assert any(name.endswith(".so") for name in pt2.namelist()), pt2.namelist()
     compile_s = pd.read_csv(built / AOTI / "benchmarks/convert_model.pt2.tsv", sep="\t")["s"]
     assert len(compile_s) == 1 and compile_s[0] > 0  # the compile time, recorded
+    from deploybench.runners.aoti import own_cxx_runtime
+
+    assert own_cxx_runtime(package) == []  # it uses the process's libstdc++
 
 
 @pytest.mark.e2e
@@ -199,3 +202,27 @@ def test_an_fp32_exported_program_runs_in_fp16(tmp_path):
     assert out.dtype == torch.float32 and out.tolist() == [7.0, 8.0]
     with pytest.raises(Exception, match="Tensor dtype mismatch"):
         module(hx, n.int())  # the integer input's assert kept
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_a_package_with_its_own_libstdcxx_is_refused(tmp_path, static):
+    """A library in the package linked with -static-libstdc++ (the H100 image's CXX did so)
+    segfaults on load beside torch's libstdc++: the convert step refuses it, naming it."""
+    from deploybench.runners.aoti import check_cxx_runtime
+
+    source = tmp_path / "wrapper.cpp"  # std::regex, as torch's parse_device_str
+    source.write_text('#include <regex>\n#include <string>\nextern "C" int parse(const char* s) '
+                      '{ return std::regex_match(std::string(s), std::regex("cuda:[0-9]+")); }\n')
+    library = tmp_path / "model.wrapper.so"
+    flags = ["-static-libstdc++"] if static else []
+    subprocess.run(["g++", "-shared", "-fPIC", *flags, "-o", str(library), str(source)],
+                   check=True)
+    package = tmp_path / "model.pt2"
+    with zipfile.ZipFile(package, "w") as pt2:
+        pt2.write(library, "model/data/aotinductor/model/model.wrapper.so")
+    if not static:
+        check_cxx_runtime(package)
+        return
+    with pytest.raises(ValueError, match=r"model\.pt2 links its own copy of libstdc\+\+ into "
+                       r"model/data/aotinductor/model/model\.wrapper\.so .*CXX=/usr/bin/g\+\+"):
+        check_cxx_runtime(package)

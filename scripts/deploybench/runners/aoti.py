@@ -65,7 +65,42 @@ def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
     program = torch.export.export(module, tuple(args),
                                   dynamic_shapes=tuple({0: batch} for _ in args))
     torch._inductor.aoti_compile_and_package(program, package_path=str(out))
+    check_cxx_runtime(out)
     return True
+
+
+def own_cxx_runtime(package: Path) -> list[str]:
+    """The package's libraries that carry a copy of the C++ runtime of their own (linked
+    with -static-libstdc++: they define std::locale)."""
+    import subprocess
+    import tempfile
+    import zipfile
+
+    found = []
+    with zipfile.ZipFile(package) as archive, tempfile.TemporaryDirectory() as tmp:
+        for name in archive.namelist():
+            if name.endswith(".so"):
+                symbols = subprocess.run(["nm", "-D", "--defined-only", archive.extract(name, tmp)],
+                                         capture_output=True, text=True, check=True).stdout
+                if "_ZNSt6locale" in symbols:
+                    found.append(name)
+    return found
+
+
+def check_cxx_runtime(package: Path) -> None:
+    """Refuse a package that would crash when loaded: its own libstdc++ beside the shared one
+    torch loads mixes the two's locale facets, and the loader segfaults in std::regex
+    (torch's parse_device_str). Seen on the H100 image of 2026-11-24, whose CXX
+    (/opt/gcc/bin/g++) links libstdc++ statically (results/tft/h100/aoti-2026-11-24/)."""
+    import os
+
+    libraries = own_cxx_runtime(package)
+    if libraries:
+        raise ValueError(
+            f"the AOTInductor package {package.name} links its own copy of libstdc++ into "
+            f"{', '.join(libraries)} (compiler: CXX={os.environ.get('CXX', 'g++')}); loaded "
+            "beside torch's shared libstdc++ it segfaults. Set CXX to a g++ that links "
+            "libstdc++ shared (on that image: CXX=/usr/bin/g++) and convert again")
 
 
 class AotiRunner(TorchRunner):
