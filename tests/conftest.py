@@ -116,13 +116,15 @@ def flag(command: list[str], name: str) -> str | None:
     return command[command.index(name) + 1] if name in command else None
 
 
-def check_littles_law(table, what: str) -> None:
+def check_littles_law(table, what: str, time_windows: bool = False) -> None:
     """Throughput = batch x concurrency / average latency, less the client's own time
     between a response and its next request, which is outside the latency: a request of
-    1-2 ms on the 2-core CI machine loses up to ~5 % to it. Never above the law."""
+    1-2 ms on the 2-core CI machine loses up to ~5 % to it. Never above the law, but for
+    time windows: a request begun before a window counts in it, and on a busy host a
+    window outlasts its nominal length (tiny FastPitch, 1-s windows: 1.036 on 2026-11-24)."""
     predicted = table["Batch"] * table["Concurrency"] / (table["avg latency (ms)"] / 1e3)
     ratio = table["Inferences/Second"] / predicted
-    assert ratio.between(0.85, 1.02).all(), (what, table, ratio)
+    assert ratio.between(0.85, 1.05 if time_windows else 1.02).all(), (what, table, ratio)
 
 
 def check_measurements(run: Path, config: dict) -> None:
@@ -138,11 +140,12 @@ def check_measurements(run: Path, config: dict) -> None:
     perf = main_config()["perf"]
     for scenario in ("offline", "online"):
         table = pd.read_csv(run / f"{scenario}.csv")
-        check_littles_law(table, scenario)
+        settings = config[scenario]
+        check_littles_law(table, scenario,
+                          settings.get("measurement_mode") == "time_windows")
         # the reference documents' average: the components added up, beside perf_analyzer's
         summed = table[COMPONENTS].sum(axis=1)
         assert ((table[COMPONENT_SUM] - summed).abs() < 0.002).all(), table
-        settings = config[scenario]
         log = run / "logs" / f"{scenario}_perf_analyzer.log"
         commands = perf_commands(log)
         ran = [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in commands]
