@@ -33,6 +33,8 @@ def test_run_resolves_the_device_overrides(settings):
         (("tft-tiny", "cpu", "trt", "fp32"), "backend 'trt' (NVIDIA TensorRT) needs an NVIDIA GPU"),
         (("tft-tiny", "cpu", "ts-trace-cg", "fp32"),
          "(PyTorch (TorchScript trace + CUDA graphs)) needs an NVIDIA GPU"),
+        (("tft-tiny", "cpu", "aoti-cg", "fp32"),
+         "(PyTorch 2 (AOTInductor + CUDA graphs)) needs an NVIDIA GPU"),
     ],
 )
 def test_bad_keys_are_refused_with_the_valid_ones(settings, key, message):

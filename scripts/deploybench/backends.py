@@ -91,6 +91,11 @@ BACKENDS = {
                 "aoti", None),
         Backend("torch-compile", "PyTorch 2 (torch.compile)", "torch-export", "model.pt2",
                 "torch-compile", None),
+        # The package replayed as CUDA graphs, as ts-trace-cg replays a trace: AOTInductor
+        # launches every kernel from the CPU on each call (TFT: 6.5 ms at any batch to 512
+        # on an H100, results/tft/h100/aoti-2026-11-24/)
+        Backend("aoti-cg", "PyTorch 2 (AOTInductor + CUDA graphs)", "torch-export",
+                "model.pt2", "aoti-cudagraph", None, needs_gpu=True),
         # Recommender ensembles (reference 003's Merlin HPS + dense deployment): a sparse model
         # (hierarchical embedding storage, deploybench.ensemble) feeding the dense part
         # served as the backend key `dense` serves a model.

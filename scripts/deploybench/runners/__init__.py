@@ -30,12 +30,14 @@ MODULES = {
     "tensorflow-trt": "tensorflow",
     "tensorrt": "tensorrt",
     "aoti": "aoti",
+    "aoti-cudagraph": "aoti",
     "torch-compile": "torchcompile",
     "identity": "identity",  # zeros at no cost: the floor of serving (runners.identity)
 }
 # Runners that also take and give tensors in GPU memory (`run_tensors`): the served model
 # hands them CUDA shared memory inputs as they arrive.
-DEVICE_TENSORS = ("torch", "torch-cudagraph", "aoti", "torch-compile", "identity")
+DEVICE_TENSORS = ("torch", "torch-cudagraph", "aoti", "aoti-cudagraph", "torch-compile",
+                  "identity")
 
 
 def _module(name: str):

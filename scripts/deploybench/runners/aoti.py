@@ -1,12 +1,13 @@
 """AOTInductor: the exported program (torch.export, FP32, CPU) compiled ahead of time for
 the configuration's device and precision into a .pt2 package by the convert step, and
-that package run (the runner `aoti`)."""
+that package run (the runner `aoti`), or replayed as CUDA graphs (`aoti-cudagraph`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from .base import Options
+from .cudagraph import CudaGraphs
 from .torchscript import TorchRunner, device, set_precision
 
 
@@ -111,4 +112,10 @@ class AotiRunner(TorchRunner):
 
 
 def load(name: str, artifact: Path, options: Options) -> AotiRunner:
-    return AotiRunner(artifact, options)
+    runner = AotiRunner(artifact, options)
+    if name == "aoti-cudagraph":
+        if runner.device.type != "cuda":
+            raise ValueError("runner aoti-cudagraph needs a GPU instance")
+        runner.model = CudaGraphs(runner.model, options.max_batch_size)
+        runner.aliased = True
+    return runner
