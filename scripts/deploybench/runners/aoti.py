@@ -105,17 +105,21 @@ def check_cxx_runtime(package: Path) -> None:
 
 
 class AotiRunner(TorchRunner):
-    def __init__(self, artifact: Path, options: Options):
+    def __init__(self, artifact: Path, options: Options, single_threaded: bool = False):
         super().__init__(options)
         index = -1 if options.device_id is None else options.device_id
-        self.model = self.torch._inductor.aoti_load_package(str(artifact), device_index=index)
+        self.model = self.torch._inductor.aoti_load_package(
+            str(artifact), run_single_threaded=single_threaded, device_index=index)
 
 
 def load(name: str, artifact: Path, options: Options) -> AotiRunner:
-    runner = AotiRunner(artifact, options)
-    if name == "aoti-cudagraph":
-        if runner.device.type != "cuda":
-            raise ValueError("runner aoti-cudagraph needs a GPU instance")
-        runner.model = CudaGraphs(runner.model, options.max_batch_size)
-        runner.aliased = True
+    if name != "aoti-cudagraph":
+        return AotiRunner(artifact, options)
+    if options.device_id is None:
+        raise ValueError("runner aoti-cudagraph needs a GPU instance")
+    # Single-threaded: the package's container otherwise waits on its last run's event
+    # before each run, which a capturing stream does not permit (H100, 2026-11-24)
+    runner = AotiRunner(artifact, options, single_threaded=True)
+    runner.model = CudaGraphs(runner.model, options.max_batch_size)
+    runner.aliased = True
     return runner
