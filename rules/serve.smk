@@ -61,6 +61,10 @@ rule offline:
 
 
 use rule offline as online with:
+    input:
+        repository=online_measured("model_repository"),
+        perf_data=src("perf_data.json"),
+        accuracy=online_measured("accuracy.csv"),
     output:
         out_csv=reported(cfg("online.csv")),
         out_json=cfg("online.json"),

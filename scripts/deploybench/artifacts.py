@@ -8,14 +8,19 @@ any other a single model (deploybench.single, deploybench.triton.repository).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import numpy as np
 
 from . import atomic, single
 from .ensemble import artifact as ensemble_artifact
 from .ensemble import metrics as ensemble_metrics
 from .ensemble import parts as ensemble_parts
 from .ensemble import repository as ensemble_repository
+from .ensemble import requests as ensemble_requests
 from .runners import Runner
+from .tensors import numpy_dtype
 from .triton import config as triton_config
 from .triton import repository as triton_repository
 
@@ -66,6 +71,37 @@ def repository(run: dict, converted: Path, out: Path, available: list[str]) -> s
             run, converted, triton_repository.config_path(out, run["key"]["model"]),
             available)
     return triton_repository.create(run, converted, out, available)
+
+
+def request_encoder(run: dict, config_pbtxt: Path):
+    """How a client sends a batch of the model's samples to the served `config_pbtxt`
+    (triton.client's `encode`): None for a single model (the samples as they are); for an
+    ensemble its flattened request (ensemble.requests)."""
+    if not is_ensemble(run):
+        return None
+    return ensemble_requests.encoder(run["model"], ensemble_requests.table_sizes(config_pbtxt))
+
+
+def request_shapes(run: dict, batch: int) -> dict[str, list[int]]:
+    """The shapes of a request of `batch` samples where the batch is inside the tensors
+    (an ensemble: perf_analyzer sends it at batch 1 with these --shape); empty for a
+    single model (perf_analyzer's -b is the batch)."""
+    return ensemble_requests.shapes(run["model"], batch) if is_ensemble(run) else {}
+
+
+def request_data(run: dict, config_pbtxt: Path, perf_data: Path, batch: int,
+                 out: Path) -> Path:
+    """perf_analyzer's --input-data for a request of `batch` samples: the perf data
+    itself for a single model (one entry per sample, -b batches them), or one
+    flattened request of the perf data's samples for an ensemble."""
+    if not is_ensemble(run):
+        return perf_data
+    entries = json.loads(Path(perf_data).read_text())["data"]
+    samples = [np.stack([np.asarray(e[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))
+                         .reshape(e[t["name"]]["shape"]) for e in entries])
+               for t in run["model"]["inputs"]]
+    return ensemble_requests.perf_data(run["model"], ensemble_requests.table_sizes(
+        config_pbtxt), samples, batch, out)
 
 
 def scenario(repo: Path, scratch: Path, static_batching: bool, on_cpu: bool) -> Path:

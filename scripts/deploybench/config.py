@@ -358,6 +358,27 @@ class Settings:
         return keys
 
 
+def online_refusal(run: dict) -> str | None:
+    """Why a configuration has no online scenario, None where it has one. An ensemble
+    (hps-*) takes one request per batch, the batch inside its tensors (max_batch_size 0,
+    seed 003's interface): Triton's dynamic batcher cannot form batches of it, and the
+    seed publishes offline tables only."""
+    dense = run["backend"].get("dense")
+    if not dense:
+        return None
+    key = run["key"]
+    return (f"no online scenario for backend '{key['backend']}' ({run['backend']['title']}) "
+            f"of model '{key['model']}': the ensemble takes one request per batch (the batch "
+            "inside its tensors EMB_KEY, EMB_N_KEY, as seed 003 serves it; max_batch_size 0), "
+            "so dynamic batching cannot apply; the seed publishes offline tables only")
+
+
+def serves_online(run: dict) -> bool:
+    """Whether a configuration is measured online (its online.csv, plot, report section):
+    the one test the rules, reports and comparisons ask."""
+    return online_refusal(run) is None
+
+
 def shared_memory_modes(offline: dict) -> list[str]:
     """The offline scenario's shared-memory modes, in the order they are measured."""
     modes = offline.get("shared_memory", "system")
@@ -421,11 +442,18 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+# Steps that send requests: an ensemble's are made from its `ensemble` section
+# (ensemble.requests); a single model's steps keep their settings without it.
+REQUEST_STEPS = ("accuracy", "offline")
+
+
 def step_spec(run: dict, step: str) -> dict:
     """The part of a run that `step` depends on (the full run for the report)."""
     if step not in STEP_FIELDS:
         return run
     run_fields, model_fields = STEP_FIELDS[step]
+    if step in REQUEST_STEPS and run["backend"].get("dense"):
+        model_fields = (*model_fields, "ensemble")
     spec = {k: run[k] for k in run_fields if k in run}
     spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}
     return spec

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import atomic, deployments, serving, telemetry
+from .. import artifacts, atomic, deployments, serving, telemetry
 from ..backends import export_precision
+from ..config import online_refusal
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
@@ -33,11 +34,14 @@ def offline(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_c
             out_json: Path, perf_log: Path, server_log: Path) -> None:
     require_accurate(accuracy)
     _measure(spec, "offline", repository, perf_analyzer.sweep(spec, "offline"), perf_data,
-             out_csv, out_json, perf_log, server_log)
+             out_csv, out_json, perf_log, server_log, requests=True)
 
 
 def online(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
            out_json: Path, perf_log: Path, server_log: Path) -> None:
+    refused = online_refusal(spec)
+    if refused:
+        raise ValueError(refused)
     require_accurate(accuracy)
     _measure(spec, "online", repository, perf_analyzer.sweep(spec, "online"), perf_data,
              out_csv, out_json, perf_log, server_log)
@@ -70,21 +74,43 @@ def floor(spec: dict, perf_data: Path, out_csv: Path, out_json: Path, perf_log: 
 
 
 def _measure(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
-             out_csv: Path, out_json: Path, perf_log: Path, server_log: Path) -> None:
+             out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
+             requests: bool = False) -> None:
+    """`requests`: each row's request as the configuration's model takes it (an
+    ensemble's flattened batch: _requests); the floor's identity model takes samples."""
     work = out_csv.parent / f".{out_csv.stem}-work"  # perf_analyzer's CSVs, one per row
     work.mkdir(parents=True, exist_ok=True)
     try:
+        if requests:
+            sweep = _requests(spec, repository, sweep, perf_data, work)
         _measure_in(spec, scenario, repository, sweep, perf_data, out_csv, out_json,
                     perf_log, server_log, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _requests(spec: dict, repository: Path, sweep: list, perf_data: Path,
+              work: Path) -> list:
+    """The rows of a model that takes the batch inside its tensors (an ensemble) with
+    their request's shapes and data (a file per batch); the sweep as it is otherwise."""
+    rows = []
+    for row in sweep:
+        shapes = artifacts.request_shapes(spec, row.batch)
+        if not shapes:
+            return sweep
+        data = artifacts.request_data(
+            spec, triton_repository.config_path(repository, row.model), perf_data, row.batch,
+            work / f"perf_data_b{row.batch}.json")
+        rows.append(row._replace(shapes=tuple((k, tuple(v)) for k, v in shapes.items()),
+                                 data=str(data)))
+    return rows
+
+
 def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
                 work: Path) -> None:
     config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
-    rows, loads, noise, usage, served = [], [], [], [], []
+    rows, loads, noise, usage, served, requests = [], [], [], [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
@@ -101,6 +127,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log) for _ in range(repeats)]
             rows.append(median_run(runs))
+            requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
+                             "samples_per_request": row.batch,
+                             "request_shapes": dict(row.shapes) or None})
             loads.append({**level, **load.result})
             usage.append({**level, **sampled.result})
             if repeats > 1:
@@ -123,6 +152,8 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "triton": spec["model"]["triton"],
         "export_precision": export_precision(spec),  # what the model reports show
         "deployments": served,  # the Triton model (and its max batch) of each row
+        # each row's requests: inferences/second is samples_per_request x requests/s
+        "requests": requests,
         **cache,
         "host_load": loads,
         "telemetry": usage,
@@ -148,12 +179,14 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
                         static_batching=scenario == "offline") as (server, prov):
         names = triton_config.served_inputs(config_pbtxt)
         data_json = _served_data(perf_data, names, work)
-        inputs = _warmup_inputs(data_json, spec)
+        # a batch inside the tensors (ensemble): its samples made into the request
+        encode = artifacts.request_encoder(spec, config_pbtxt) if sweep[0].shapes else None
+        inputs = _warmup_inputs(perf_data if encode else data_json, spec)
         model_of = {row.batch: row.model for row in sweep}
         for batch in _warm_up_batches(spec, scenario, sweep):
             warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
                     names, instances or spec["model"]["triton"]["instances"],
-                    name=model_of.get(batch, sweep[-1].model))
+                    name=model_of.get(batch, sweep[-1].model), encode=encode)
         yield server, prov, data_json
 
 
