@@ -182,10 +182,11 @@ def sparse_export(w):
 
 def if_online(name):
     """input: a configuration's online file `name` (online.csv, its plot ...) where the
-    configuration is measured online (config.serves_online), none where it is not."""
+    configuration is measured online (config.serves_online), none (an empty list: the
+    step's argument) where it is not."""
 
     def inputs(w):
-        return [layout.fill(cfg(name), **key_of(w))] if serves_online(run_of(w)) else []
+        return layout.fill(cfg(name), **key_of(w)) if serves_online(run_of(w)) else []
 
     return inputs
 
