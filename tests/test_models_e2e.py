@@ -288,7 +288,8 @@ GPU_TARGETS = [
 def test_gpu_keys_of_the_new_models_dry_run(built):
     result = snakemake(built, "-n", *GPU_TARGETS)
     jobs = planned_jobs(result)
-    assert jobs["offline"] == jobs["online"] == len(GPU_TARGETS), jobs
+    # every configuration measured offline; online all but the hps-* ensemble (offline-only)
+    assert jobs["offline"] == jobs["online"] + 1 == len(GPU_TARGETS), jobs
     assert jobs["configuration_report"] == jobs["accuracy"] == len(GPU_TARGETS), jobs
     # The CPU build's weights, data and exports are reused: only FastPitch's ONNX and BERT's
     # FP16 one (its TensorRT rows export at the run's precision) are new.
