@@ -191,6 +191,13 @@ def if_online(name):
     return inputs
 
 
+def ensemble_data(w):
+    """The dataset an ensemble's offline step draws its requests and cache warm-up from
+    (ensemble.perf_samples, warmup_samples); none for a single model (a run's backend
+    with a `dense` key is an ensemble), whose perf data is its samples."""
+    return data_dir(w) if run_of(w)["backend"].get("dense") else []
+
+
 def online_measured(name):
     """input of the online rule: `name`, a configuration file it reads; a configuration
     without an online scenario is refused with the reason while the DAG is built."""

@@ -37,6 +37,7 @@ rule offline:
         repository=cfg("model_repository"),
         perf_data=src("perf_data.json"),
         accuracy=cfg("accuracy.csv"),
+        data=ensemble_data,
     output:
         out_csv=reported(cfg("offline.csv")),
         out_json=cfg("offline.json"),

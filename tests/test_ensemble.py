@@ -3,6 +3,7 @@ the full tables, the sparse export, and the generated ensemble repositories (pyt
 framework-backend and Merlin HPS servers) parsed back and wired end to end."""
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -374,7 +375,19 @@ def test_offline_sends_one_request_a_batch_and_counts_its_samples(served_ensembl
     for command, batch in zip(commands, (1, 64)):
         assert f"--shape=EMB_KEY:{26 * batch}" in command
         assert f"--shape=numerical_features:{batch},13" in command
-    assert report["embedding_cache"]["lookups"] > 0
+    # the seed's protocol at the tiny config's counts: requests made of ensemble.perf_samples
+    # samples of the test split, after a cache warm-up of warmup_samples training samples
+    assert report["request_samples"] == {"samples": 100, "source": "split test",
+                                         "distinct": 100}
+    log = (run / "logs/offline_perf_analyzer.log").read_text()
+    steps = re.findall(r"Successfully read data for 1 stream/streams with (\d+) step", log)
+    assert steps[:2] == ["100", "2"], steps  # ceil(100 / B) requests at B = 1, 64
+    warmup = report["cache_warmup"]
+    assert {k: v for k, v in warmup.items() if k != "seconds"} == {
+        "samples": 128, "batch_size": 64, "requests": 2, "split": "train", "distinct": 64}
+    assert warmup["seconds"] > 0
+    # the session's lookups: the warm-up's and the measured requests', 26 a sample
+    assert report["embedding_cache"]["lookups"] >= 26 * (128 + 100)
 
 
 def test_online_is_not_planned_for_an_ensemble(tmp_path):
@@ -404,11 +417,51 @@ def test_online_is_not_planned_for_an_ensemble(tmp_path):
 
 def test_the_request_steps_of_an_ensemble_read_its_section(settings):
     """Accuracy and offline make the ensemble's requests from its `ensemble` section (a
-    change to it re-runs them); a single model's steps keep their settings without it."""
+    change to it re-runs them), offline from its data too; what only offline sends
+    (perf_samples, warmup_samples) re-runs nothing else, the exports included; a single
+    model's steps keep their settings without them."""
     from deploybench.config import step_spec
 
     ensemble = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")
     single = settings.run("dlrm-tiny", "cpu", "onnx", "fp32")
+    offline = step_spec(ensemble, "offline")["model"]
+    assert offline["ensemble"] == ensemble["model"]["ensemble"]
+    assert offline["ensemble"]["perf_samples"] == 100 and offline["data"]["split"] == "test"
+    for step in ("accuracy", "convert", "native", "model_repository"):
+        section = step_spec(ensemble, step)["model"]["ensemble"]
+        assert "perf_samples" not in section and "warmup_samples" not in section, step
+    assert set(settings.split_export_settings("dlrm-tiny")["ensemble"]) == {
+        "sparse_input", "lookup", "frequency_split"}
     for step in ("accuracy", "offline"):
-        assert step_spec(ensemble, step)["model"]["ensemble"] == ensemble["model"]["ensemble"]
         assert "ensemble" not in step_spec(single, step)["model"]
+        assert "hparams" not in step_spec(single, "offline")["model"]
+
+
+def test_perf_data_of_a_batch_size_is_its_requests_in_turn(settings, tmp_path):
+    model = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")["model"]
+    samples = [np.arange(5 * 13, dtype=np.float32).reshape(5, 13),
+               np.arange(5 * 26, dtype=np.int32).reshape(5, 26)]
+    data = json.loads(ensemble_requests.perf_data(model, [1000] * 26, samples, 2,
+                                                  tmp_path / "d.json").read_text())["data"]
+    assert len(data) == 3  # ceil(5 / 2) requests of 2 consecutive samples, wrapping
+    numerical = [np.asarray(e["numerical_features"]["content"]).reshape(2, 13)[:, 0]
+                 for e in data]
+    assert [n.tolist() for n in numerical] == [[0, 13], [26, 39], [52, 0]]
+    assert data[2]["EMB_KEY"]["shape"] == [52] and data[2]["EMB_N_KEY"]["content"] == [52]
+
+
+@pytest.mark.parametrize("model", ["dlrm", "dcnv2"])
+def test_the_seeds_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
+    """Seed 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
+    (device_overrides), small counts on the CPU so that its run stays short."""
+    from conftest import ROOT
+    from deploybench.config import Settings, step_spec
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    gpu = step_spec(settings.run(model, "a100", "hps-trt", "fp32"), "offline")["model"]
+    assert gpu["ensemble"]["perf_samples"] == 262144
+    assert gpu["ensemble"]["warmup_samples"] == 1000 * 16384
+    assert gpu["accuracy"]["batch_size"] == 16384  # the warm-up's requests
+    cpu = step_spec(settings.run(model, "cpu", "hps-onnx", "fp32"), "offline")["model"]
+    assert cpu["ensemble"]["perf_samples"] == 4096
+    assert cpu["ensemble"]["warmup_samples"] == 16384 and cpu["accuracy"]["batch_size"] == 4096

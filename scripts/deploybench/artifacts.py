@@ -89,19 +89,38 @@ def request_shapes(run: dict, batch: int) -> dict[str, list[int]]:
     return ensemble_requests.shapes(run["model"], batch) if is_ensemble(run) else {}
 
 
-def request_data(run: dict, config_pbtxt: Path, perf_data: Path, batch: int,
-                 out: Path) -> Path:
-    """perf_analyzer's --input-data for a request of `batch` samples: the perf data
-    itself for a single model (one entry per sample, -b batches them), or one
-    flattened request of the perf data's samples for an ensemble."""
+def request_data(run: dict, config_pbtxt: Path, perf_data: Path, data_dir: Path | None,
+                 work: Path) -> tuple[dict, dict]:
+    """perf_analyzer's --input-data per batch size of the offline sweep, and where its
+    samples came from: an ensemble's flattened requests (ensemble.requests.perf_samples)
+    in a file per batch under `work`; empty for a single model (the perf data itself,
+    one entry per sample, -b batches them)."""
     if not is_ensemble(run):
-        return perf_data
+        return {}, {}
+    model = run["model"]
+    samples, source = ensemble_requests.perf_samples(
+        model, data_dir, lambda: _perf_data_samples(run, perf_data))
+    sizes = ensemble_requests.table_sizes(config_pbtxt)
+    files = {batch: ensemble_requests.perf_data(model, sizes, samples, batch,
+                                                work / f"perf_data_b{batch}.json")
+             for batch in dict.fromkeys(model["offline"]["batch_sizes"])}
+    return files, source
+
+
+def cache_warmup(run: dict, data_dir: Path | None):
+    """(description, batches of the model's samples) sent before an ensemble's offline
+    step measures (ensemble.requests.warmup_batches); (None, nothing) otherwise."""
+    if not is_ensemble(run):
+        return None, iter(())
+    return ensemble_requests.warmup_batches(run["model"], data_dir)
+
+
+def _perf_data_samples(run: dict, perf_data: Path) -> list[np.ndarray]:
+    """The perf data's samples (one entry each) as arrays of the model's inputs."""
     entries = json.loads(Path(perf_data).read_text())["data"]
-    samples = [np.stack([np.asarray(e[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))
-                         .reshape(e[t["name"]]["shape"]) for e in entries])
-               for t in run["model"]["inputs"]]
-    return ensemble_requests.perf_data(run["model"], ensemble_requests.table_sizes(
-        config_pbtxt), samples, batch, out)
+    return [np.stack([np.asarray(e[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))
+                      .reshape(e[t["name"]]["shape"]) for e in entries])
+            for t in run["model"]["inputs"]]
 
 
 def scenario(repo: Path, scratch: Path, static_batching: bool, on_cpu: bool) -> Path:

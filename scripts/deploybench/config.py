@@ -309,10 +309,12 @@ class Settings:
 
     def split_export_settings(self, model: str) -> dict:
         """What the sparse and dense exports of an ensemble depend on: the export's
-        settings and the ensemble's tensors (not the cache, a load-time setting)."""
+        settings and the ensemble's tensors (not the cache, a load-time setting, nor
+        what the offline step sends)."""
         ensemble = self.models[model].get("ensemble") or {}
         return {**self.export_settings(model),
-                "ensemble": {k: v for k, v in ensemble.items() if k != "cache_fraction"}}
+                "ensemble": {k: v for k, v in ensemble.items()
+                             if k != "cache_fraction" and k not in OFFLINE_ENSEMBLE}}
 
     def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
         key = (model, gpu, backend, precision)
@@ -443,8 +445,14 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 # Steps that send requests: an ensemble's are made from its `ensemble` section
-# (ensemble.requests); a single model's steps keep their settings without it.
-REQUEST_STEPS = ("accuracy", "offline")
+# (ensemble.requests), the offline ones from samples of its data split (perf_samples)
+# after a warm-up of training samples (warmup_samples) in requests of the accuracy
+# step's batch (the seed's warm-up is its accuracy run); a single model's steps keep
+# their settings without them.
+REQUEST_STEPS = {"accuracy": ("ensemble",),
+                 "offline": ("ensemble", "plugin", "hparams", "data", "accuracy")}
+# The ensemble settings only the offline step reads: a change re-runs nothing else.
+OFFLINE_ENSEMBLE = ("perf_samples", "warmup_samples")
 
 
 def step_spec(run: dict, step: str) -> dict:
@@ -453,7 +461,10 @@ def step_spec(run: dict, step: str) -> dict:
         return run
     run_fields, model_fields = STEP_FIELDS[step]
     if step in REQUEST_STEPS and run["backend"].get("dense"):
-        model_fields = (*model_fields, "ensemble")
+        model_fields = (*model_fields, *REQUEST_STEPS[step])
     spec = {k: run[k] for k in run_fields if k in run}
     spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}
+    if "ensemble" in spec["model"] and step != "offline":
+        spec["model"]["ensemble"] = {k: v for k, v in spec["model"]["ensemble"].items()
+                                     if k not in OFFLINE_ENSEMBLE}
     return spec

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import plugins
 from ..runners.embeddings import table_offsets
 from ..triton import config as triton_config
 from ..triton.config import EMB_KEY, EMB_N_KEY
@@ -107,12 +108,56 @@ def encoder(model: dict, sizes):
     return encode
 
 
+def _cycled(arrays: list[np.ndarray], start: int, count: int) -> list[np.ndarray]:
+    """`count` consecutive samples from `start`, wrapping around the arrays' samples."""
+    index = (start + np.arange(count)) % len(arrays[0])
+    return [np.ascontiguousarray(a[index]) for a in arrays]
+
+
+def _split(model: dict, data_dir: Path, split: str, count: int) -> list[np.ndarray]:
+    inputs, _ = plugins.load(model["plugin"]).load_split(model["hparams"], str(data_dir),
+                                                         split, count)
+    if not len(inputs[0]):
+        raise ValueError(f"split '{split}' of '{data_dir}' has no samples")
+    return inputs
+
+
+def perf_samples(model: dict, data_dir: Path | None, fallback) -> tuple[list, dict]:
+    """The samples the offline requests are made of, and where they came from:
+    `ensemble.perf_samples` of the data split (the seed's 262,144; a split with fewer is
+    taken in turn up to the count), or `fallback()` (the perf data's samples)."""
+    count = settings(model).get("perf_samples")
+    if not count or data_dir is None:
+        samples = fallback()
+        return samples, {"samples": len(samples[0]), "source": "perf_data.json"}
+    split = model["data"]["split"]
+    distinct = _split(model, data_dir, split, count)
+    return _cycled(distinct, 0, count), {"samples": count, "source": f"split {split}",
+                                         "distinct": len(distinct[0])}
+
+
+def warmup_batches(model: dict, data_dir: Path | None):
+    """(description, batches): the cache warm-up before the offline step measures,
+    `ensemble.warmup_samples` training samples in batches of accuracy.batch_size (the
+    seed's evaluate_accuracy over 1000 x 16384 training samples); none without it."""
+    total = settings(model).get("warmup_samples", 0)
+    if not total or data_dir is None:
+        return None, iter(())
+    batch = model["accuracy"]["batch_size"]
+    distinct = _split(model, data_dir, "train", total)
+    count = -(-total // batch)
+    described = {"samples": count * batch, "batch_size": batch, "requests": count,
+                 "split": "train", "distinct": len(distinct[0])}
+    return described, (_cycled(distinct, i * batch, batch) for i in range(count))
+
+
 def perf_data(model: dict, sizes, samples: list[np.ndarray], batch: int, out: Path) -> Path:
-    """perf_analyzer --input-data of one request of `batch` samples (the perf data's
-    samples, repeated in turn up to the batch), flattened."""
-    index = np.arange(batch) % len(samples[0])
-    request = flatten(model, sizes, [a[index] for a in samples])
-    entry = {t["name"]: {"content": a.ravel().tolist(), "shape": list(a.shape)}
-             for t, a in zip(inputs(model), request)}
-    out.write_text(json.dumps({"data": [entry]}))
+    """perf_analyzer --input-data of a batch size: ceil(samples / batch) flattened
+    requests of `batch` consecutive samples (wrapping around), sent in turn."""
+    entries = []
+    for start in range(0, len(samples[0]), batch):
+        request = flatten(model, sizes, _cycled(samples, start, batch))
+        entries.append({t["name"]: {"content": a.ravel().tolist(), "shape": list(a.shape)}
+                        for t, a in zip(inputs(model), request)})
+    out.write_text(json.dumps({"data": entries}))
     return out

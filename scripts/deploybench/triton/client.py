@@ -43,6 +43,18 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
     return batched(infer, inputs, batch_size)
 
 
+def send_all(url: str, run: dict, batches, served: list[str] | None = None,
+             name: str | None = None, encode=None) -> int:
+    """Each batch of `batches` (lists of the model's input arrays) sent in turn to the
+    model `name` (default the model key), the outputs discarded; returns the count."""
+    client = grpcclient.InferenceServerClient(url)
+    sent = 0
+    for arrays in batches:
+        client.infer(name or run["key"]["model"], _request(run["model"], arrays, served, encode))
+        sent += 1
+    return sent
+
+
 def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
             concurrency: int, rounds: int = 2, timeout_s: float = 600.0,
             name: str | None = None, encode=None) -> None:
