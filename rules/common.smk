@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 from deploybench import baseline, layout
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
-from deploybench.config import Settings, step_spec
+from deploybench.config import Settings, online_refusal, serves_online, step_spec
 from deploybench.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
@@ -178,6 +178,37 @@ def sparse_export(w):
     """The sparse part of a recommender (tables and their frequency ranking), exported
     once per model for its ensemble configurations (hps-* backends)."""
     return layout.fill(layout.sparse(), model=w.model)
+
+
+def if_online(name):
+    """input: a configuration's online file `name` (online.csv, its plot ...) where the
+    configuration is measured online (config.serves_online), none (an empty list: the
+    step's argument) where it is not."""
+
+    def inputs(w):
+        return layout.fill(cfg(name), **key_of(w)) if serves_online(run_of(w)) else []
+
+    return inputs
+
+
+def ensemble_data(w):
+    """The dataset an ensemble's offline step draws its requests and cache warm-up from
+    (ensemble.perf_samples, warmup_samples); none for a single model (a run's backend
+    with a `dense` key is an ensemble), whose perf data is its samples."""
+    return data_dir(w) if run_of(w)["backend"].get("dense") else []
+
+
+def online_measured(name):
+    """input of the online rule: `name`, a configuration file it reads; a configuration
+    without an online scenario is refused with the reason while the DAG is built."""
+
+    def inputs(w):
+        refused = online_refusal(run_of(w))
+        if refused:
+            raise WorkflowError(refused)
+        return layout.fill(cfg(name), **key_of(w))
+
+    return inputs
 
 
 def converted_path(w):

@@ -4,13 +4,29 @@
 rule plots:
     input:
         offline=cfg("offline.csv"),
-        online=cfg("online.csv"),
     output:
         offline_throughput=reported(cfg("plots/offline_throughput.png")),
         offline_latency=reported(cfg("plots/offline_latency.png")),
-        online_latency=reported(cfg("plots/online_latency.png")),
     log:
         log=cfg("logs/plots.log"),
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("plots"),
+    params:
+        spec=lambda w: json.dumps(key_of(w)),
+    script:
+        "../scripts/run_step.py"
+
+
+# Apart from the offline plots: a configuration without an online scenario has none.
+rule online_plot:
+    input:
+        online=cfg("online.csv"),
+    output:
+        online_latency=reported(cfg("plots/online_latency.png")),
+    log:
+        log=cfg("logs/online_plot.log"),
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -26,12 +42,12 @@ rule configuration_report:
         conversion_check=cfg("conversion_check.csv"),
         accuracy=cfg("accuracy.csv"),
         offline=cfg("offline.csv"),
-        online=cfg("online.csv"),
+        online=if_online("online.csv"),
         offline_json=cfg("offline.json"),
-        online_json=cfg("online.json"),
+        online_json=if_online("online.json"),
         offline_throughput=cfg("plots/offline_throughput.png"),
         offline_latency=cfg("plots/offline_latency.png"),
-        online_latency=cfg("plots/online_latency.png"),
+        online_latency=if_online("plots/online_latency.png"),
         native=cfg("native.csv"),
         native_json=cfg("native.json"),
         floor=cfg("floor.csv"),
@@ -80,10 +96,10 @@ rule model_report:
 rule configuration_comparison:
     input:
         offline=cfg("offline.csv"),
-        online=cfg("online.csv"),
+        online=if_online("online.csv"),
         native=cfg("native.csv"),
         offline_json=cfg("offline.json"),
-        online_json=cfg("online.json"),
+        online_json=if_online("online.json"),
         native_json=cfg("native.json"),
         baseline=comparison_baseline,
     output:

@@ -37,6 +37,7 @@ rule offline:
         repository=cfg("model_repository"),
         perf_data=src("perf_data.json"),
         accuracy=cfg("accuracy.csv"),
+        data=ensemble_data,
     output:
         out_csv=reported(cfg("offline.csv")),
         out_json=cfg("offline.json"),
@@ -61,6 +62,10 @@ rule offline:
 
 
 use rule offline as online with:
+    input:
+        repository=online_measured("model_repository"),
+        perf_data=src("perf_data.json"),
+        accuracy=online_measured("accuracy.csv"),
     output:
         out_csv=reported(cfg("online.csv")),
         out_json=cfg("online.json"),

@@ -37,6 +37,7 @@ from deploybench.config import Settings  # noqa: E402
 from deploybench.ensemble import metrics as ensemble_metrics  # noqa: E402
 from deploybench.ensemble import parts as ensemble_parts  # noqa: E402
 from deploybench.ensemble import repository as ensemble_repository  # noqa: E402
+from deploybench.ensemble import requests as ensemble_requests  # noqa: E402
 from deploybench.runners.embeddings import (  # noqa: E402
     METADATA,
     RANKING,
@@ -46,6 +47,7 @@ from deploybench.runners.embeddings import (  # noqa: E402
 )
 from deploybench.tensors import numpy_dtype  # noqa: E402
 from deploybench.triton import install  # noqa: E402
+from deploybench.triton.config import EMB_KEY, EMB_N_KEY  # noqa: E402
 from deploybench.triton.server import TritonServer  # noqa: E402
 
 FRACTIONS = [0.01, 0.05, 0.2, 0.5]
@@ -133,19 +135,20 @@ def synthetic_sparse(path: Path, rows: int, tables: int, dim: int, rng) -> list[
 def serve_sparse(triton, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int],
                  dim: int) -> tuple[float, dict]:
     """Samples/s of the sparse model on a real Triton over `ids` [requests, batch, tables]
-    (the first request checked against the table and left out of the timing), and its
-    cache counters."""
+    (the first request checked against the table and left out of the timing), each batch
+    sent as the ensemble sends it (its keys, ensemble.requests), and its cache counters."""
     import tritonclient.grpc as grpcclient
-    from tritonclient.utils import np_to_triton_dtype
 
     with TritonServer(triton, tmp / "repo", tmp / "server.log", "sparse") as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
 
         def infer(request_ids):
-            tensor = grpcclient.InferInput(ens["sparse_input"], list(request_ids.shape),
-                                           np_to_triton_dtype(request_ids.dtype))
-            tensor.set_data_from_numpy(request_ids)
-            return client.infer("sparse", [tensor]).as_numpy(ens["lookup"])
+            keys = ensemble_requests.keys(request_ids, sizes)
+            tensors = [grpcclient.InferInput(EMB_KEY, [len(keys)], "INT64"),
+                       grpcclient.InferInput(EMB_N_KEY, [1], "INT32")]
+            tensors[0].set_data_from_numpy(keys)
+            tensors[1].set_data_from_numpy(np.array([len(keys)], dtype=np.int32))
+            return client.infer("sparse", tensors).as_numpy(ens["lookup"])
 
         offsets = table_offsets(sizes)
         batch, tables = ids.shape[1:]
@@ -183,8 +186,6 @@ def sweep(args, config: Settings) -> None:
             fraction = min(1.0, cache_rows / sum(sizes))
             meta = ensemble_parts.read_metadata(tmp / "sparse")
             run["model"]["ensemble"] = {**model["ensemble"], "cache_fraction": fraction}
-            run["model"]["triton"] = {**model["triton"], "max_batch_size": batch,
-                                      "preferred_batch_sizes": [batch]}
             ensemble_repository.sparse_model(run, tmp / "sparse", meta, tmp / "repo", "sparse")
             # Criteo-like skew: id = size x u^3 (a tenth of the rows take ~46% of lookups)
             ids = np.floor(np.asarray(sizes) * rng.random((requests, batch, tables)) ** 3)

@@ -127,18 +127,31 @@ def check_littles_law(table, what: str, time_windows: bool = False) -> None:
     assert ratio.between(0.85, 1.05 if time_windows else 1.02).all(), (what, table, ratio)
 
 
-def check_measurements(run: Path, config: dict) -> None:
+def check_measurements(run: Path, config: dict, online: bool = True,
+                       flattened: bool = False) -> None:
     """What the measuring steps of one configuration wrote is consistent with itself and
     with what ran: every row obeys Little's law (check_littles_law), perf_analyzer really
     ran with each scenario's flags (from its log), the native rows are timings of at least
-    ten iterations, and the floor costs the server less than the model."""
+    ten iterations, and the floor costs the server less than the model. `online`: the
+    configuration has an online scenario (config.serves_online); `flattened`: its offline
+    requests carry the batch inside their tensors (an ensemble: perf_analyzer at -b 1)."""
     import pandas as pd
 
     from deploybench.config import shared_memory_modes
     from deploybench.tables import COMPONENT_SUM, COMPONENTS
 
     perf = main_config()["perf"]
-    for scenario in ("offline", "online"):
+
+    def batch_sent(command: list[str]) -> str:
+        """The batch a request carried: -b, or an ensemble's keys over its ids a sample."""
+        if not flattened:
+            return flag(command, "-b")
+        assert flag(command, "-b") == "1", command
+        ids = next(t for t in config["inputs"] if t["name"] == config["ensemble"]["sparse_input"])
+        keys = next(a for a in command if a.startswith("--shape=EMB_KEY:")).split(":")[1]
+        return str(int(keys) // ids["dims"][0])
+
+    for scenario in ("offline", "online") if online else ("offline",):
         table = pd.read_csv(run / f"{scenario}.csv")
         settings = config[scenario]
         check_littles_law(table, scenario,
@@ -148,7 +161,7 @@ def check_measurements(run: Path, config: dict) -> None:
         assert ((table[COMPONENT_SUM] - summed).abs() < 0.002).all(), table
         log = run / "logs" / f"{scenario}_perf_analyzer.log"
         commands = perf_commands(log)
-        ran = [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in commands]
+        ran = [(batch_sent(c), flag(c, "--concurrency-range")) for c in commands]
         if scenario == "offline":
             wanted = [(str(b), "1:1") for b in settings["batch_sizes"]]
             modes = shared_memory_modes(settings)
@@ -173,7 +186,8 @@ def check_measurements(run: Path, config: dict) -> None:
         # where the step was, after each level, in its log
         said = re.findall(rf"^{scenario} \([\w-]+\): (\d+)/(\d+) \(batch (\d+), ",
                           (run / "logs" / f"{scenario}.log").read_text(), re.M)
-        assert said == [(str(i), str(len(wanted)), b) for i, (b, _) in enumerate(wanted, 1)]
+        batches = [str(b) for b in table["Batch"]]
+        assert said == [(str(i), str(len(wanted)), b) for i, b in enumerate(batches, 1)]
         # the warm-up: once per shared-memory mode, before the sweep, at its largest row,
         # the window `warmup_windows` times as long
         warm = perf_commands(log, warm_up=True)

@@ -3,25 +3,30 @@ the full tables, the sparse export, and the generated ensemble repositories (pyt
 framework-backend and Merlin HPS servers) parsed back and wired end to end."""
 
 import json
+import re
 
 import numpy as np
 import onnx
+import pandas as pd
 import pytest
+import yaml
 from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
-from conftest import needs
+from conftest import needs, snakemake
 from deploybench import artifacts, source_model
 from deploybench.config import ConfigError
 from deploybench.ensemble import artifact as ensemble_artifact
 from deploybench.ensemble import metrics as ensemble_metrics
 from deploybench.ensemble import parts as ensemble_parts
+from deploybench.ensemble import requests as ensemble_requests
 from deploybench.runners.embeddings import (
     METADATA,
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
 )
+from deploybench.tables import THROUGHPUT
 from deploybench.triton import config as triton_config
 
 SIZES = [50, 7, 1000, 1]
@@ -170,9 +175,14 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
 
     configs = {p.parent.name: triton_config.read(p) for p in repo.glob("*/config.pbtxt")}
     top = configs.pop("dlrm-tiny")
-    assert top.platform == "ensemble" and top.max_batch_size == 64
+    # seed 003's flattened interface: one request per batch, the batch inside the tensors
+    assert top.platform == "ensemble" and top.max_batch_size == 0
     assert [(t.name, t.data_type, list(t.dims)) for t in top.input] == [
-        ("numerical_features", mc.TYPE_FP32, [13]), ("categorical_features", mc.TYPE_INT32, [26])]
+        ("EMB_KEY", mc.TYPE_INT64, [-1]), ("EMB_N_KEY", mc.TYPE_INT32, [1]),
+        ("numerical_features", mc.TYPE_FP32, [-1, 13])]
+    assert [(t.name, t.data_type, list(t.dims)) for t in top.output] == [
+        ("DENSE_OUTPUT", mc.TYPE_FP32, [-1, 1])]
+    assert json.loads(top.parameters["table_sizes"].string_value) == [50] * 26
     # every tensor a step reads is an ensemble input or an earlier step's output, every
     # step tensor is one its model declares, and the steps produce the ensemble's outputs
     available = {t.name for t in top.input}
@@ -189,19 +199,20 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
     assert steps[-1] == "dlrm-tiny-dense"
     dense = triton_config.read(repo / "dlrm-tiny-dense" / "config.pbtxt")
     lookup = next(t for t in dense.input if t.name == "LOOKUP_VECTORS")
-    assert list(lookup.dims) == [26 * 8]
+    assert list(lookup.dims) == [-1, 26 * 8] and dense.max_batch_size == 0
+    assert not dense.HasField("dynamic_batching")  # Triton refuses one without a batch dim
+    assert steps == ["dlrm-tiny-sparse", "dlrm-tiny-dense"]
+    sparse_step = top.ensemble_scheduling.step[0]
     if server == "hps":
-        assert steps == ["dlrm-tiny-sparse-keys", "dlrm-tiny-sparse", "dlrm-tiny-dense"]
+        # the keys go straight to HPS: the ensemble's EMB_KEY, EMB_N_KEY are its KEYS, NUMKEYS
+        assert dict(sparse_step.input_map) == {"KEYS": "EMB_KEY", "NUMKEYS": "EMB_N_KEY"}
         hps_model = triton_config.read(repo / "dlrm-tiny-sparse/config.pbtxt")
-        assert hps_model.backend == "hps"
+        assert hps_model.backend == "hps" and hps_model.max_batch_size == 0
         # HPS's tensors as DLE's deployment/hps/deploy_sparse.py declares them
         assert [(t.name, t.data_type, list(t.dims)) for t in hps_model.input] == [
             ("KEYS", mc.TYPE_INT64, [-1]), ("NUMKEYS", mc.TYPE_INT32, [-1])]
         assert [(t.name, t.data_type, list(t.dims)) for t in hps_model.output] == [
             ("OUTPUT0", mc.TYPE_FP32, [-1])]
-        keys = triton_config.read(repo / "dlrm-tiny-sparse-keys/config.pbtxt")
-        assert [(t.name, t.data_type) for t in keys.input] == [
-            ("categorical_features", mc.TYPE_INT32)]
         hps = json.loads((repo / "dlrm-tiny-sparse/sparse.json").read_text())["models"][0]
         assert hps["gpucacheper"] == 0.1 and hps["embedding_vecsize_per_table"] == [8]
         assert hps["maxnum_catfeature_query_per_table_per_sample"] == [26]
@@ -211,7 +222,11 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
         assert served.startswith("ensemble (Merlin HPS sparse")
     else:
         sparse = triton_config.read(repo / "dlrm-tiny-sparse/config.pbtxt")
-        assert sparse.backend == "python"
+        assert sparse.backend == "python" and sparse.max_batch_size == 0
+        assert [(t.name, t.data_type, list(t.dims)) for t in sparse.input] == [
+            ("EMB_KEY", mc.TYPE_INT64, [-1]), ("EMB_N_KEY", mc.TYPE_INT32, [1])]
+        assert [(t.name, list(t.dims)) for t in sparse.output] == [
+            ("LOOKUP_VECTORS", [-1, 26 * 8])]
         assert sparse.parameters["cache_fraction"].string_value == "0.1"
         assert (repo / "dlrm-tiny-sparse/1/sparse" / STORAGE).is_file()
         assert served.startswith("ensemble (python sparse")
@@ -250,3 +265,203 @@ def test_the_offline_scenario_serves_a_static_copy_of_the_repository(settings, t
         assert served == written
         assert (copy / model / "1").resolve() == (repo / model / "1").resolve()
     assert (copy / "dlrm-tiny-sparse/1/sparse" / STORAGE).is_file()
+
+
+# ---- seed 003's flattened interface (ensemble.requests) -----------------------------
+
+def test_a_batch_becomes_one_flattened_request(settings):
+    model = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")["model"]
+    sizes = [50] * 13 + [7] * 13
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    rng = np.random.default_rng(0)
+    numerical = rng.standard_normal((3, 13)).astype(np.float32)
+    ids = rng.integers(-1000, 1000, size=(3, 26)).astype(np.int32)
+    keys, count, dense = ensemble_requests.flatten(model, sizes, [numerical, ids])
+    # sample by sample, each sample's ids table by table, as rows of the fused table
+    assert keys.dtype == np.int64 and keys.shape == (3 * 26,)
+    np.testing.assert_array_equal(keys.reshape(3, 26), np.mod(ids, sizes) + offsets)
+    assert count.dtype == np.int32 and count.tolist() == [3 * 26]
+    np.testing.assert_array_equal(dense, numerical)
+    assert ensemble_requests.shapes(model, 3) == {
+        "EMB_KEY": [78], "EMB_N_KEY": [1], "numerical_features": [3, 13]}
+    assert [(t["name"], t["dtype"], t["dims"]) for t in ensemble_requests.inputs(model)] == [
+        ("EMB_KEY", "INT64", [-1]), ("EMB_N_KEY", "INT32", [1]),
+        ("numerical_features", "FP32", [-1, 13])]
+
+
+@pytest.mark.parametrize("engine", ["numpy", "torch"])
+def test_lookups_of_the_flattened_keys_equal_the_ids_lookups(tmp_path, engine):
+    storage, offsets, _ = sparse_dir(tmp_path / "sparse")
+    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", 0.1, engine=engine)
+    ids = np.random.default_rng(2).integers(-10**6, 10**6, size=(40, len(SIZES)))
+    keys = ensemble_requests.keys(ids, SIZES)
+    np.testing.assert_array_equal(embeddings.lookup_keys(keys),
+                                  full_lookup(storage, offsets, SIZES, ids))
+    assert embeddings.lookups.tolist() == [40] * len(SIZES)  # per table, as from the ids
+    with pytest.raises(ValueError, match="7 keys are not a whole number of samples of 4"):
+        embeddings.lookup_keys(keys[:7])
+    with pytest.raises(ValueError, match="keys outside the fused table's 1058 rows"):
+        embeddings.lookup_keys(np.full(4, 1058))
+
+
+def test_online_is_refused_for_an_ensemble_with_the_reason(settings):
+    from deploybench.config import online_refusal, serves_online
+
+    assert serves_online(settings.run("dlrm-tiny", "cpu", "onnx", "fp32"))
+    for backend, gpu in (("hps-onnx", "cpu"), ("hps-trt", "h100"),
+                         ("hps-tf-savedmodel", "cpu")):
+        run = settings.run("dlrm-tiny", gpu, backend, "fp32")
+        assert not serves_online(run)
+        assert online_refusal(run).startswith(
+            f"no online scenario for backend '{backend}' (")
+        assert "one request per batch" in online_refusal(run)
+        assert "dynamic batching cannot apply" in online_refusal(run)
+
+
+ENSEMBLE_RUN = "results/dlrm-tiny/cpu/hps-onnx_fp32"
+
+
+@pytest.fixture(scope="module")
+def served_ensemble(tmp_path_factory):
+    """The tiny DLRM's hps-onnx ensemble: conversion check, accuracy and offline through
+    the real embedded Triton and perf_analyzer (one Snakemake run)."""
+    needs("tensorflow")
+    work = tmp_path_factory.mktemp("ensemble")
+    snakemake(work, *(f"{ENSEMBLE_RUN}/{f}" for f in
+                      ("conversion_check.csv", "accuracy.csv", "offline.csv")))
+    return work
+
+
+def test_served_ensemble_takes_the_flattened_interface(served_ensemble):
+    repo = served_ensemble / ENSEMBLE_RUN / "model_repository"
+    top = triton_config.read(repo / "dlrm-tiny/config.pbtxt")
+    assert top.platform == "ensemble" and top.max_batch_size == 0
+    assert [(t.name, t.data_type, list(t.dims)) for t in top.input] == [
+        ("EMB_KEY", mc.TYPE_INT64, [-1]), ("EMB_N_KEY", mc.TYPE_INT32, [1]),
+        ("numerical_features", mc.TYPE_FP32, [-1, 13])]
+    for part in ("dlrm-tiny-sparse", "dlrm-tiny-dense"):
+        assert triton_config.read(repo / part / "config.pbtxt").max_batch_size == 0
+
+
+def test_served_ensemble_predicts_as_the_source_model(served_ensemble):
+    run = served_ensemble / ENSEMBLE_RUN
+    check = pd.read_csv(run / "conversion_check.csv")  # the in-process runner's request
+    assert check["passed"].all() and check["max_abs_error"].max() < 1e-5, check
+    accuracy = pd.read_csv(run / "accuracy.csv").set_index("name")
+    assert abs(accuracy.loc["auc", "triton"] - accuracy.loc["auc", "source"]) < 1e-9
+    assert accuracy.loc["max_abs_deviation:DENSE_OUTPUT", "triton"] < 1e-5
+    report = json.loads((run / "accuracy.json").read_text())
+    cache = report["embedding_cache"]  # the sparse model's counters, per table and sample
+    assert cache["lookups"] == 26 * report["samples"] and 0 < cache["hit_rate"] < 1
+
+
+def test_offline_sends_one_request_a_batch_and_counts_its_samples(served_ensemble):
+    from conftest import check_littles_law, flag, perf_commands
+
+    run = served_ensemble / ENSEMBLE_RUN
+    offline = pd.read_csv(run / "offline.csv")
+    assert list(offline["Batch"]) == [1, 64]  # the batch column is B
+    report = json.loads((run / "offline.json").read_text())
+    for row, sent in zip(offline.to_dict("records"), report["requests"], strict=True):
+        batch = row["Batch"]
+        assert sent["Batch"] == sent["samples_per_request"] == batch
+        # inferences/second = B x requests/s (the seed's rows count samples; the CSV rounded)
+        assert row[THROUGHPUT] == pytest.approx(batch * sent["requests/s"], abs=1e-3)
+        assert sent["request_shapes"] == {"EMB_KEY": [26 * batch], "EMB_N_KEY": [1],
+                                          "numerical_features": [batch, 13]}
+    check_littles_law(offline, "offline")  # B x concurrency / latency: requests carry B
+    commands = perf_commands(run / "logs/offline_perf_analyzer.log")
+    assert [flag(c, "-b") for c in commands] == ["1", "1"]
+    for command, batch in zip(commands, (1, 64)):
+        assert f"--shape=EMB_KEY:{26 * batch}" in command
+        assert f"--shape=numerical_features:{batch},13" in command
+    # the seed's protocol at the tiny config's counts: requests made of ensemble.perf_samples
+    # samples of the test split, after a cache warm-up of warmup_samples training samples
+    assert report["request_samples"] == {"samples": 100, "source": "split test",
+                                         "distinct": 100}
+    log = (run / "logs/offline_perf_analyzer.log").read_text()
+    steps = re.findall(r"Successfully read data for 1 stream/streams with (\d+) step", log)
+    assert steps[:2] == ["100", "2"], steps  # ceil(100 / B) requests at B = 1, 64
+    warmup = report["cache_warmup"]
+    assert {k: v for k, v in warmup.items() if k != "seconds"} == {
+        "samples": 128, "batch_size": 64, "requests": 2, "split": "train", "distinct": 64}
+    assert warmup["seconds"] > 0
+    # the session's lookups: the warm-up's and the measured requests', 26 a sample
+    assert report["embedding_cache"]["lookups"] >= 26 * (128 + 100)
+
+
+def test_online_is_not_planned_for_an_ensemble(tmp_path):
+    """A dry run of default targets with an hps-* configuration beside a single model:
+    only the single model is measured online and has an online plot; asking for the
+    ensemble's online.csv is refused with the reason while the DAG is built."""
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(yaml.safe_dump({"targets": [
+        {"model": "dlrm-tiny", "gpu": "cpu", "backend": b, "precision": "fp32"}
+        for b in ("onnx", "hps-onnx")]}))
+    from conftest import TINY, planned_jobs
+
+    result = snakemake(tmp_path, "-n", "--configfile", str(TINY), str(targets))
+    jobs = planned_jobs(result)
+    assert jobs["offline"] == jobs["configuration_report"] == 2, jobs
+    assert jobs["online"] == jobs["online_plot"] == 1, jobs
+    assert "output: results/dlrm-tiny/cpu/onnx_fp32/online.csv" in result.stdout
+    assert "hps-onnx_fp32/online" not in result.stdout
+    assert "hps-onnx_fp32/plots/online_latency.png" not in result.stdout
+
+    refused = snakemake(tmp_path, "-n", f"{ENSEMBLE_RUN}/online.csv", check=False)
+    assert refused.returncode != 0
+    assert ("no online scenario for backend 'hps-onnx' (Ensemble: hierarchical embeddings + "
+            "ONNX Runtime) of model 'dlrm-tiny': the ensemble takes one request per batch") \
+        in refused.stdout + refused.stderr
+
+
+def test_the_request_steps_of_an_ensemble_read_its_section(settings):
+    """Accuracy and offline make the ensemble's requests from its `ensemble` section (a
+    change to it re-runs them), offline from its data too; what only offline sends
+    (perf_samples, warmup_samples) re-runs nothing else, the exports included; a single
+    model's steps keep their settings without them."""
+    from deploybench.config import step_spec
+
+    ensemble = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")
+    single = settings.run("dlrm-tiny", "cpu", "onnx", "fp32")
+    offline = step_spec(ensemble, "offline")["model"]
+    assert offline["ensemble"] == ensemble["model"]["ensemble"]
+    assert offline["ensemble"]["perf_samples"] == 100 and offline["data"]["split"] == "test"
+    for step in ("accuracy", "convert", "native", "model_repository"):
+        section = step_spec(ensemble, step)["model"]["ensemble"]
+        assert "perf_samples" not in section and "warmup_samples" not in section, step
+    assert set(settings.split_export_settings("dlrm-tiny")["ensemble"]) == {
+        "sparse_input", "lookup", "frequency_split"}
+    for step in ("accuracy", "offline"):
+        assert "ensemble" not in step_spec(single, step)["model"]
+        assert "hparams" not in step_spec(single, "offline")["model"]
+
+
+def test_perf_data_of_a_batch_size_is_its_requests_in_turn(settings, tmp_path):
+    model = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")["model"]
+    samples = [np.arange(5 * 13, dtype=np.float32).reshape(5, 13),
+               np.arange(5 * 26, dtype=np.int32).reshape(5, 26)]
+    data = json.loads(ensemble_requests.perf_data(model, [1000] * 26, samples, 2,
+                                                  tmp_path / "d.json").read_text())["data"]
+    assert len(data) == 3  # ceil(5 / 2) requests of 2 consecutive samples, wrapping
+    numerical = [np.asarray(e["numerical_features"]["content"]).reshape(2, 13)[:, 0]
+                 for e in data]
+    assert [n.tolist() for n in numerical] == [[0, 13], [26, 39], [52, 0]]
+    assert data[2]["EMB_KEY"]["shape"] == [52] and data[2]["EMB_N_KEY"]["content"] == [52]
+
+
+@pytest.mark.parametrize("model", ["dlrm", "dcnv2"])
+def test_the_seeds_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
+    """Seed 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
+    (device_overrides), small counts on the CPU so that its run stays short."""
+    from conftest import ROOT
+    from deploybench.config import Settings, step_spec
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    gpu = step_spec(settings.run(model, "a100", "hps-trt", "fp32"), "offline")["model"]
+    assert gpu["ensemble"]["perf_samples"] == 262144
+    assert gpu["ensemble"]["warmup_samples"] == 1000 * 16384
+    assert gpu["accuracy"]["batch_size"] == 16384  # the warm-up's requests
+    cpu = step_spec(settings.run(model, "cpu", "hps-onnx", "fp32"), "offline")["model"]
+    assert cpu["ensemble"]["perf_samples"] == 4096
+    assert cpu["ensemble"]["warmup_samples"] == 16384 and cpu["accuracy"]["batch_size"] == 4096

@@ -8,14 +8,19 @@ any other a single model (deploybench.single, deploybench.triton.repository).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import numpy as np
 
 from . import atomic, single
 from .ensemble import artifact as ensemble_artifact
 from .ensemble import metrics as ensemble_metrics
 from .ensemble import parts as ensemble_parts
 from .ensemble import repository as ensemble_repository
+from .ensemble import requests as ensemble_requests
 from .runners import Runner
+from .tensors import numpy_dtype
 from .triton import config as triton_config
 from .triton import repository as triton_repository
 
@@ -66,6 +71,56 @@ def repository(run: dict, converted: Path, out: Path, available: list[str]) -> s
             run, converted, triton_repository.config_path(out, run["key"]["model"]),
             available)
     return triton_repository.create(run, converted, out, available)
+
+
+def request_encoder(run: dict, config_pbtxt: Path):
+    """How a client sends a batch of the model's samples to the served `config_pbtxt`
+    (triton.client's `encode`): None for a single model (the samples as they are); for an
+    ensemble its flattened request (ensemble.requests)."""
+    if not is_ensemble(run):
+        return None
+    return ensemble_requests.encoder(run["model"], ensemble_requests.table_sizes(config_pbtxt))
+
+
+def request_shapes(run: dict, batch: int) -> dict[str, list[int]]:
+    """The shapes of a request of `batch` samples where the batch is inside the tensors
+    (an ensemble: perf_analyzer sends it at batch 1 with these --shape); empty for a
+    single model (perf_analyzer's -b is the batch)."""
+    return ensemble_requests.shapes(run["model"], batch) if is_ensemble(run) else {}
+
+
+def request_data(run: dict, config_pbtxt: Path, perf_data: Path, data_dir: Path | None,
+                 work: Path) -> tuple[dict, dict]:
+    """perf_analyzer's --input-data per batch size of the offline sweep, and where its
+    samples came from: an ensemble's flattened requests (ensemble.requests.perf_samples)
+    in a file per batch under `work`; empty for a single model (the perf data itself,
+    one entry per sample, -b batches them)."""
+    if not is_ensemble(run):
+        return {}, {}
+    model = run["model"]
+    samples, source = ensemble_requests.perf_samples(
+        model, data_dir, lambda: _perf_data_samples(run, perf_data))
+    sizes = ensemble_requests.table_sizes(config_pbtxt)
+    files = {batch: ensemble_requests.perf_data(model, sizes, samples, batch,
+                                                work / f"perf_data_b{batch}.json")
+             for batch in dict.fromkeys(model["offline"]["batch_sizes"])}
+    return files, source
+
+
+def cache_warmup(run: dict, data_dir: Path | None):
+    """(description, batches of the model's samples) sent before an ensemble's offline
+    step measures (ensemble.requests.warmup_batches); (None, nothing) otherwise."""
+    if not is_ensemble(run):
+        return None, iter(())
+    return ensemble_requests.warmup_batches(run["model"], data_dir)
+
+
+def _perf_data_samples(run: dict, perf_data: Path) -> list[np.ndarray]:
+    """The perf data's samples (one entry each) as arrays of the model's inputs."""
+    entries = json.loads(Path(perf_data).read_text())["data"]
+    return [np.stack([np.asarray(e[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))
+                      .reshape(e[t["name"]]["shape"]) for e in entries])
+            for t in run["model"]["inputs"]]
 
 
 def scenario(repo: Path, scratch: Path, static_batching: bool, on_cpu: bool) -> Path:

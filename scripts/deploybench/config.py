@@ -309,10 +309,12 @@ class Settings:
 
     def split_export_settings(self, model: str) -> dict:
         """What the sparse and dense exports of an ensemble depend on: the export's
-        settings and the ensemble's tensors (not the cache, a load-time setting)."""
+        settings and the ensemble's tensors (not the cache, a load-time setting, nor
+        what the offline step sends)."""
         ensemble = self.models[model].get("ensemble") or {}
         return {**self.export_settings(model),
-                "ensemble": {k: v for k, v in ensemble.items() if k != "cache_fraction"}}
+                "ensemble": {k: v for k, v in ensemble.items()
+                             if k != "cache_fraction" and k not in OFFLINE_ENSEMBLE}}
 
     def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
         key = (model, gpu, backend, precision)
@@ -356,6 +358,27 @@ class Settings:
                             continue
                         keys.append((model, gpu, backend, precision))
         return keys
+
+
+def online_refusal(run: dict) -> str | None:
+    """Why a configuration has no online scenario, None where it has one. An ensemble
+    (hps-*) takes one request per batch, the batch inside its tensors (max_batch_size 0,
+    seed 003's interface): Triton's dynamic batcher cannot form batches of it, and the
+    seed publishes offline tables only."""
+    dense = run["backend"].get("dense")
+    if not dense:
+        return None
+    key = run["key"]
+    return (f"no online scenario for backend '{key['backend']}' ({run['backend']['title']}) "
+            f"of model '{key['model']}': the ensemble takes one request per batch (the batch "
+            "inside its tensors EMB_KEY, EMB_N_KEY, as seed 003 serves it; max_batch_size 0), "
+            "so dynamic batching cannot apply; the seed publishes offline tables only")
+
+
+def serves_online(run: dict) -> bool:
+    """Whether a configuration is measured online (its online.csv, plot, report section):
+    the one test the rules, reports and comparisons ask."""
+    return online_refusal(run) is None
 
 
 def shared_memory_modes(offline: dict) -> list[str]:
@@ -421,11 +444,27 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+# Steps that send requests: an ensemble's are made from its `ensemble` section
+# (ensemble.requests), the offline ones from samples of its data split (perf_samples)
+# after a warm-up of training samples (warmup_samples) in requests of the accuracy
+# step's batch (the seed's warm-up is its accuracy run); a single model's steps keep
+# their settings without them.
+REQUEST_STEPS = {"accuracy": ("ensemble",),
+                 "offline": ("ensemble", "plugin", "hparams", "data", "accuracy")}
+# The ensemble settings only the offline step reads: a change re-runs nothing else.
+OFFLINE_ENSEMBLE = ("perf_samples", "warmup_samples")
+
+
 def step_spec(run: dict, step: str) -> dict:
     """The part of a run that `step` depends on (the full run for the report)."""
     if step not in STEP_FIELDS:
         return run
     run_fields, model_fields = STEP_FIELDS[step]
+    if step in REQUEST_STEPS and run["backend"].get("dense"):
+        model_fields = (*model_fields, *REQUEST_STEPS[step])
     spec = {k: run[k] for k in run_fields if k in run}
     spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}
+    if "ensemble" in spec["model"] and step != "offline":
+        spec["model"]["ensemble"] = {k: v for k, v in spec["model"]["ensemble"].items()
+                                     if k not in OFFLINE_ENSEMBLE}
     return spec

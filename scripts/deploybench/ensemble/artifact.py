@@ -16,6 +16,7 @@ import numpy as np
 from .. import atomic, plugins, single, source_model
 from ..files import link_tree
 from ..runners.embeddings import METADATA, RANKING, STORAGE, HierarchicalEmbeddings
+from . import requests
 from .parts import DENSE, SPARSE, dense_run, read_metadata, settings, sparse_index, split_model
 
 
@@ -67,21 +68,23 @@ def convert(run: dict, dense_exported: Path, sparse_dir: Path, out: Path) -> Non
 
 
 class EnsembleRunner:
-    """The ensemble in-process (conversion check, native throughput): the same lookup
-    code as the sparse model, then the converted dense part with the same runner as its
-    Triton model; list of arrays in the model's input order -> outputs."""
+    """The ensemble in-process (conversion check, native throughput): a batch of the
+    model's samples made into the ensemble's request (ensemble.requests), the sparse
+    model's lookups of its keys, then the converted dense part with the same runner as
+    its Triton model; list of arrays in the model's input order -> outputs."""
 
     def __init__(self, converted: Path, run: dict):
         converted = Path(converted)
-        drun = dense_run(run, read_metadata(converted / SPARSE))
+        meta = read_metadata(converted / SPARSE)
+        drun = dense_run(run, meta)
         device_id = single.device_id(run["gpu"])
         self.sparse = HierarchicalEmbeddings(
             converted / SPARSE, float(settings(run["model"])["cache_fraction"]),
             "cpu" if device_id is None else f"cuda:{device_id}")
         self.dense = single.runner(converted / DENSE / drun["artifact"], drun)
-        self.index = sparse_index(run["model"])
+        self.model, self.table_sizes = run["model"], meta["table_sizes"]
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        arrays = list(arrays)
-        arrays[self.index] = self.sparse(arrays[self.index])
-        return self.dense(arrays)
+        request = requests.flatten(self.model, self.table_sizes, arrays)
+        vectors = self.sparse.lookup_keys(request[0])
+        return self.dense(requests.dense_arrays(self.model, request, vectors))

@@ -1,9 +1,9 @@
 """A real Merlin HPS backend as an ensemble's sparse model (where the server has `hps`).
 
-HPS's parameter-server config (the keys of DLE's deployment/hps/deploy_sparse.py), its
-`key` and `emb_vector` files of the fused table, and a python step before it that turns
-the ids into HPS's keys (table offsets added). Written, not run, here: no HPS backend on
-these machines.
+HPS's parameter-server config (the keys of DLE's deployment/hps/deploy_sparse.py) and its
+`key` and `emb_vector` files of the fused table. The ensemble's EMB_KEY and EMB_N_KEY
+(ensemble.requests) are HPS's KEYS and NUMKEYS as they are: no step between them. Written,
+not run, here: no HPS backend on these machines.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 from ..runners.embeddings import STORAGE
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
-from ..triton.config import HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT
+from ..triton.config import EMB_KEY, EMB_N_KEY, HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT
 from ..triton.server import HPS_PS_CONFIG
-from .parts import lookup_tensor, settings, sparse_index
+from .parts import lookup_tensor, settings
 
 BACKEND = "hps"
 
@@ -48,12 +48,9 @@ def ps_config(model_name: str, embedding_dir: Path, meta: dict, run: dict) -> di
 
 
 def create(run: dict, sparse_dir: Path, meta: dict, repo: Path,
-           name: str) -> list[tuple[str, dict, dict]]:
+           name: str) -> tuple[str, dict, dict]:
     """The HPS sparse model (config.pbtxt, its parameter-server config, HPS's `key` +
-    `emb_vector` files of the fused table) and the python step that makes its keys;
-    returns the ensemble steps of both. Per sample, KEYS [T] are the ids with the fused
-    table's offsets and NUMKEYS [1] is T, where DLE's client sends a whole batch as one
-    sample."""
+    `emb_vector` files of the fused table); returns its ensemble step."""
     version = repo / name / triton_repository.VERSION
     embedding_dir = version / "embeddings"
     embedding_dir.mkdir(parents=True)
@@ -66,15 +63,5 @@ def create(run: dict, sparse_dir: Path, meta: dict, repo: Path,
         json.dumps(ps_config(name, embedding_dir.resolve(), meta, run), indent=2))
     triton_config.write(triton_config.hps_config(name, run),
                         triton_repository.config_path(repo, name))
-
-    keys = f"{name}-keys"
-    triton_repository.add_python_model(repo / keys / triton_repository.VERSION,
-                                       "hps_keys_model.py")
-    model = run["model"]
-    ids = model["inputs"][sparse_index(model)]
-    triton_config.write(triton_config.hps_keys_config(keys, run, ids, meta["table_sizes"]),
-                        triton_repository.config_path(repo, keys))
-    lookup = lookup_tensor(model, meta)["name"]
-    return [(keys, {ids["name"]: ids["name"]},
-             {HPS_KEYS: "HPS_KEYS", HPS_NUMKEYS: "HPS_NUMKEYS"}),
-            (name, {HPS_KEYS: "HPS_KEYS", HPS_NUMKEYS: "HPS_NUMKEYS"}, {HPS_OUTPUT: lookup})]
+    lookup = lookup_tensor(run["model"], meta)["name"]
+    return name, {HPS_KEYS: EMB_KEY, HPS_NUMKEYS: EMB_N_KEY}, {HPS_OUTPUT: lookup}

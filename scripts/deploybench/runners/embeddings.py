@@ -42,7 +42,8 @@ def cached_rows(ranking: np.ndarray, sizes: list[int], fraction: float) -> np.nd
 
 
 class HierarchicalEmbeddings:
-    """ids [B, T] (any integer dtype) -> float32 [B, T * dim], table-major per sample.
+    """ids [B, T] (any integer dtype), or the keys of the fused table (lookup_keys) ->
+    float32 [B, T * dim], table-major per sample.
 
     On a GPU the cache and the slot index live in device memory (torch); on the CPU both
     are numpy arrays (`engine` "numpy"): single-threaded gathers, which leave the cores to
@@ -89,7 +90,19 @@ class HierarchicalEmbeddings:
         if ids.ndim != 2 or ids.shape[1] != len(self.sizes):
             raise ValueError(f"ids of shape {list(ids.shape)}; expected [batch, "
                              f"{len(self.sizes)}]")
-        rows = (np.mod(ids, self.sizes) + self.offsets).reshape(-1)
+        return self.lookup_keys((np.mod(ids, self.sizes) + self.offsets).reshape(-1))
+
+    def lookup_keys(self, keys: np.ndarray) -> np.ndarray:
+        """keys (rows of the stacked tables, sample by sample, each sample's T keys table
+        by table: the ensemble's EMB_KEY) -> float32 [B, T * dim]."""
+        rows = np.asarray(keys).astype(np.int64, copy=False).reshape(-1)
+        tables = len(self.sizes)
+        if len(rows) % tables:
+            raise ValueError(f"{len(rows)} keys are not a whole number of samples of "
+                             f"{tables} tables")
+        if len(rows) and (rows.min() < 0 or rows.max() >= len(self.storage)):
+            raise ValueError(f"keys outside the fused table's {len(self.storage)} rows "
+                             f"(min {rows.min()}, max {rows.max()})")
         if self.engine == "torch":
             out, hit = self._gather_torch(rows)
         else:
@@ -99,9 +112,10 @@ class HierarchicalEmbeddings:
             out[hit] = self.cache[slots[hit]]
             if not hit.all():
                 out[~hit] = self.storage[rows[~hit]]
-        self.lookups += ids.shape[0]
-        self.hits += hit.reshape(ids.shape).sum(axis=0)
-        return out.reshape(ids.shape[0], -1)
+        batch = len(rows) // tables
+        self.lookups += batch
+        self.hits += hit.reshape(batch, tables).sum(axis=0)
+        return out.reshape(batch, -1)
 
     def _gather_torch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Hits gathered on the device, misses read on the host and copied over."""

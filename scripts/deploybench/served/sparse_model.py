@@ -1,7 +1,9 @@
 """Triton python-backend model: the sparse part of a recommender ensemble (model.py of
 `<model>-sparse/1/`, beside the `sparse/` folder of the converted model).
 
-Embedding lookups over hierarchical storage (deploybench.runners.embeddings: the same code
+The ensemble's keys (EMB_KEY: rows of the fused table; EMB_N_KEY: their count; one
+request per batch, deploybench.ensemble.requests) -> the looked-up vectors [B, T x dim], by
+embedding lookups over hierarchical storage (deploybench.runners.embeddings: the same code
 the in-process ensemble runner uses). Lookups and cache hits per table are exported as
 Triton metrics (`deploybench_embedding_lookups_total`,
 `deploybench_embedding_cache_hits_total`, label `table`) on the server's metrics port.
@@ -33,7 +35,7 @@ class TritonPythonModel:
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         on_gpu = args["model_instance_kind"] == "GPU"
         device = f"cuda:{args['model_instance_device_id']}" if on_gpu else "cpu"
-        self.input = config["input"][0]["name"]
+        self.keys, self.count = (t["name"] for t in config["input"])
         self.output = config["output"][0]["name"]
         self.embeddings = HierarchicalEmbeddings(
             Path(args["model_repository"]) / args["model_version"] / params["sparse"],
@@ -52,16 +54,26 @@ class TritonPythonModel:
         self.families = (lookups, hits)  # the families must outlive their metrics
 
     def execute(self, requests):
-        ids = [pb_utils.get_input_tensor_by_name(r, self.input).as_numpy() for r in requests]
-        before = (self.embeddings.lookups.copy(), self.embeddings.hits.copy())
-        vectors = self.embeddings(ids[0] if len(ids) == 1 else np.concatenate(ids))
-        for (lookups, hits), n, h, n0, h0 in zip(self.metrics, self.embeddings.lookups,
-                                                 self.embeddings.hits, *before):
-            lookups.increment(int(n - n0))
-            hits.increment(int(h - h0))
-        responses, start = [], 0
-        for part in ids:
-            out = pb_utils.Tensor(self.output, vectors[start:start + len(part)])
-            responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
-            start += len(part)
+        responses = []
+        for request in requests:  # no batcher: each request is a whole batch
+            keys = pb_utils.get_input_tensor_by_name(request, self.keys).as_numpy()
+            count = int(pb_utils.get_input_tensor_by_name(request, self.count).as_numpy()
+                        .reshape(-1)[0])
+            if count != keys.size:
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    f"{self.count} says {count} keys, {self.keys} holds {keys.size}")))
+                continue
+            before = (self.embeddings.lookups.copy(), self.embeddings.hits.copy())
+            try:
+                vectors = self.embeddings.lookup_keys(keys)
+            except ValueError as err:
+                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
+                    str(err))))
+                continue
+            for (lookups, hits), n, h, n0, h0 in zip(self.metrics, self.embeddings.lookups,
+                                                     self.embeddings.hits, *before):
+                lookups.increment(int(n - n0))
+                hits.increment(int(h - h0))
+            responses.append(pb_utils.InferenceResponse(
+                output_tensors=[pb_utils.Tensor(self.output, vectors)]))
         return responses

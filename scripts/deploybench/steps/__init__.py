@@ -43,6 +43,7 @@ STEPS = {
     "floor": "performance:floor",
     "native": "native:native",
     "plots": "plots:plots",
+    "online_plot": "plots:online_plot",
     "configuration_report": "report:configuration_report",
     "model_report": "report:model_report",
     "configuration_comparison": "compare:configuration_comparison",

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import atomic, deployments, plugins, serving, source_model
+from .. import artifacts, atomic, deployments, plugins, serving, source_model
 from ..tables import ACCURACY_COLUMNS
 from ..telemetry import Telemetry
 from ..triton import config as triton_config
@@ -29,7 +29,8 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     with serving.served(spec, config_pbtxt, server_log) as (server, prov), \
             Telemetry(prov["device"], server_pids=[server.pid]) as sampled:
         outputs = infer_all(server.grpc_url, spec, inputs, batch,
-                            triton_config.served_inputs(config_pbtxt), deployment.name)
+                            triton_config.served_inputs(config_pbtxt), deployment.name,
+                            artifacts.request_encoder(spec, config_pbtxt))
         cache = serving.cache_report(server)
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from .. import atomic, deployments, serving, telemetry
+from .. import artifacts, atomic, deployments, serving, telemetry
 from ..backends import export_precision
+from ..config import online_refusal
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
@@ -26,18 +28,24 @@ from ..tensors import numpy_dtype
 from ..triton import config as triton_config
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
-from ..triton.client import warm_up
+from ..triton.client import send_all, warm_up
 
 
 def offline(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
-            out_json: Path, perf_log: Path, server_log: Path) -> None:
+            out_json: Path, perf_log: Path, server_log: Path,
+            data: Path | list = ()) -> None:
+    """`data`: the dataset an ensemble's requests and cache warm-up are drawn from (none
+    for a single model)."""
     require_accurate(accuracy)
     _measure(spec, "offline", repository, perf_analyzer.sweep(spec, "offline"), perf_data,
-             out_csv, out_json, perf_log, server_log)
+             out_csv, out_json, perf_log, server_log, requests=True, data_dir=data or None)
 
 
 def online(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
            out_json: Path, perf_log: Path, server_log: Path) -> None:
+    refused = online_refusal(spec)
+    if refused:
+        raise ValueError(refused)
     require_accurate(accuracy)
     _measure(spec, "online", repository, perf_analyzer.sweep(spec, "online"), perf_data,
              out_csv, out_json, perf_log, server_log)
@@ -70,24 +78,65 @@ def floor(spec: dict, perf_data: Path, out_csv: Path, out_json: Path, perf_log: 
 
 
 def _measure(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
-             out_csv: Path, out_json: Path, perf_log: Path, server_log: Path) -> None:
+             out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
+             requests: bool = False, data_dir: Path | None = None) -> None:
+    """`requests`: each row's request as the configuration's model takes it (an
+    ensemble's flattened batch: _requests, after its cache warm-up); the floor's
+    identity model takes samples."""
     work = out_csv.parent / f".{out_csv.stem}-work"  # perf_analyzer's CSVs, one per row
     work.mkdir(parents=True, exist_ok=True)
+    extra = {}
     try:
+        if requests:
+            sweep, extra = _requests(spec, repository, sweep, perf_data, data_dir, work)
         _measure_in(spec, scenario, repository, sweep, perf_data, out_csv, out_json,
-                    perf_log, server_log, work)
+                    perf_log, server_log, work, extra, data_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _requests(spec: dict, repository: Path, sweep: list, perf_data: Path,
+              data_dir: Path | None, work: Path) -> tuple[list, dict]:
+    """The rows of a model that takes the batch inside its tensors (an ensemble) with
+    their request's shapes and data (a file per batch), and where its samples came from
+    (for the JSON); the sweep as it is otherwise."""
+    files, source = artifacts.request_data(
+        spec, triton_repository.config_path(repository, sweep[0].model), perf_data,
+        data_dir, work)
+    if not files:
+        return sweep, {}
+    rows = [row._replace(shapes=tuple((k, tuple(v)) for k, v in
+                                      artifacts.request_shapes(spec, row.batch).items()),
+                         data=str(files[row.batch])) for row in sweep]
+    return rows, {"request_samples": source}
+
+
+def _cache_warmup(spec: dict, server, config_pbtxt: Path, data_dir: Path | None,
+                  name: str) -> dict:
+    """An ensemble's cache warm-up before it is measured (artifacts.cache_warmup), its
+    outputs discarded; what it sent, for the JSON (empty: none)."""
+    described, batches = artifacts.cache_warmup(spec, data_dir)
+    if not described:
+        return {}
+    start = time.perf_counter()
+    send_all(server.grpc_url, spec, batches, triton_config.served_inputs(config_pbtxt), name,
+             artifacts.request_encoder(spec, config_pbtxt))
+    seconds = round(time.perf_counter() - start, 3)
+    print(f"cache warm-up: {described['samples']} training samples in "
+          f"{described['requests']} requests, {seconds} s")
+    return {"cache_warmup": {**described, "seconds": seconds}}
+
+
 def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_data: Path,
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
-                work: Path) -> None:
+                work: Path, extra: dict, data_dir: Path | None) -> None:
     config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
-    rows, loads, noise, usage, served = [], [], [], [], []
+    rows, loads, noise, usage, served, requests = [], [], [], [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
+        if sweep[0].shapes:  # an ensemble: its cache warmed as the seed's was
+            extra |= _cache_warmup(spec, server, config_pbtxt, data_dir, sweep[0].model)
         perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
         levels = Progress(f"{out_csv.stem} ({spec['key']['model']})", len(sweep))
         repeats = spec["perf"].get("repeats", 1)
@@ -101,6 +150,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log) for _ in range(repeats)]
             rows.append(median_run(runs))
+            requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
+                             "samples_per_request": row.batch,
+                             "request_shapes": dict(row.shapes) or None})
             loads.append({**level, **load.result})
             usage.append({**level, **sampled.result})
             if repeats > 1:
@@ -123,6 +175,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "triton": spec["model"]["triton"],
         "export_precision": export_precision(spec),  # what the model reports show
         "deployments": served,  # the Triton model (and its max batch) of each row
+        # each row's requests: inferences/second is samples_per_request x requests/s
+        "requests": requests,
+        **extra,  # an ensemble's: its requests' samples, its cache warm-up
         **cache,
         "host_load": loads,
         "telemetry": usage,
@@ -148,12 +203,14 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
                         static_batching=scenario == "offline") as (server, prov):
         names = triton_config.served_inputs(config_pbtxt)
         data_json = _served_data(perf_data, names, work)
-        inputs = _warmup_inputs(data_json, spec)
+        # a batch inside the tensors (ensemble): its samples made into the request
+        encode = artifacts.request_encoder(spec, config_pbtxt) if sweep[0].shapes else None
+        inputs = _warmup_inputs(perf_data if encode else data_json, spec)
         model_of = {row.batch: row.model for row in sweep}
         for batch in _warm_up_batches(spec, scenario, sweep):
             warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
                     names, instances or spec["model"]["triton"]["instances"],
-                    name=model_of.get(batch, sweep[-1].model))
+                    name=model_of.get(batch, sweep[-1].model), encode=encode)
         yield server, prov, data_json
 
 

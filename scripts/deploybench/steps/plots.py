@@ -22,11 +22,17 @@ def _save(fig, out: Path) -> None:
     plt.close(fig)
 
 
-def plots(spec: dict, offline: Path, online: Path, offline_throughput: Path,
-          offline_latency: Path, online_latency: Path) -> None:
-    title = f"{spec['model']} {spec['gpu']} {spec['backend']} {spec['precision']}"
-    offline_plots(offline, title, offline_throughput, offline_latency)
-    online_plot(online, title, online_latency)
+def _title(spec: dict) -> str:
+    return f"{spec['model']} {spec['gpu']} {spec['backend']} {spec['precision']}"
+
+
+def plots(spec: dict, offline: Path, offline_throughput: Path, offline_latency: Path) -> None:
+    offline_plots(offline, _title(spec), offline_throughput, offline_latency)
+
+
+def online_plot(spec: dict, online: Path, online_latency: Path) -> None:
+    """The online plot, a rule of its own: only configurations measured online have it."""
+    online_latency_plot(online, _title(spec), online_latency)
 
 
 def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path) -> None:
@@ -61,7 +67,7 @@ def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path
 MAX_BAR_LABELS = 12  # a sweep of 32 levels labels every third bar
 
 
-def online_plot(csv: Path, title: str, latency_png: Path) -> None:
+def online_latency_plot(csv: Path, title: str, latency_png: Path) -> None:
     table = pd.read_csv(csv).sort_values("Concurrency")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bottom = None

@@ -11,6 +11,7 @@ import pandas as pd
 from .. import atomic, layout, provenance, source_model
 from ..backends import EXPORT_PRECISION, export_precision
 from ..cluster import CPU_KEY
+from ..config import online_refusal, serves_online
 from ..host_load import CONTENDED_CORES
 from ..tables import (
     COMPONENT_SUM,
@@ -115,6 +116,18 @@ rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
 """
 
 
+def _online_section(run: dict, files: dict, rel: dict) -> str:
+    """The online scenario's table and plot, or why the configuration has none."""
+    if not serves_online(run):
+        return f"Not measured: {online_refusal(run)}."
+    triton = run["model"]["triton"]
+    return (f"Dynamic batching (preferred batch sizes {triton['preferred_batch_sizes']}, max "
+            f"queue\ndelay {triton['max_queue_delay_us']} µs), HTTP, batch "
+            f"{run['model']['online']['batch_size']}.\n\n"
+            f"![Latency vs concurrency]({rel['online_latency']})\n\n"
+            + markdown_table(measured_columns(read_perf(files["online"]))))
+
+
 def _perf_settings(ran: dict) -> str:
     """How perf_analyzer measured a scenario, from what its JSON recorded."""
     modes = ran.get("shared_memory") or ["none"]
@@ -141,21 +154,25 @@ def _deployments(offline_report: dict, online_report: dict) -> str:
 
 
 def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
-                         online: Path, offline_json: Path, online_json: Path,
+                         online: Path | list, offline_json: Path, online_json: Path | list,
                          offline_throughput: Path, offline_latency: Path,
-                         online_latency: Path, native: Path, native_json: Path, floor: Path,
-                         weights: Path, out: Path) -> None:
+                         online_latency: Path | list, native: Path, native_json: Path,
+                         floor: Path, weights: Path, out: Path) -> None:
     """One configuration's README: its settings, tables, plots and provenance (plots by
-    relative links)."""
+    relative links). The online files are empty lists for a configuration without an
+    online scenario (config.serves_online)."""
     run = spec["run"]
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
-             "online": online, "native": native, "offline_throughput": offline_throughput,
-             "offline_latency": offline_latency, "online_latency": online_latency,
+             "native": native, "offline_throughput": offline_throughput,
+             "offline_latency": offline_latency,
              "weights_origin": source_model.weights_origin(weights),
              "dataset": spec["dataset"]}
+    measured_online = serves_online(run)
+    if measured_online:
+        files |= {"online": online, "online_latency": online_latency}
     model, key = run["model"], run["key"]
     offline_report = json.loads(Path(offline_json).read_text())
-    online_report = json.loads(Path(online_json).read_text())
+    online_report = json.loads(Path(online_json).read_text()) if measured_online else {}
     prov = offline_report["provenance"]
     precision = run["precision"].upper()
     title = f"{model['title']}: {run['gpu']['description']}, {run['backend']['title']} " \
@@ -175,7 +192,8 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
         ("Weights", files["weights_origin"]),
         ("Dataset", files["dataset"]),
         ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
-        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])),
+        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])
+                                 if measured_online else "not measured (no online scenario)"),
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
                           f"({run['server']['kind']}, {_served_by(prov)})"),
         ("perf_analyzer", prov.get("perf_analyzer")),
@@ -185,6 +203,7 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
     ]
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency")}
+    online_section = _online_section(run, files, rel)
     text = f"""# {title}
 
 Built by the deploybench pipeline: export → conversion → conversion check → Triton model
@@ -238,12 +257,7 @@ model's compute.
 
 {_cache_section(run, offline_report, online_report)}## Online scenario
 
-Dynamic batching (preferred batch sizes {model["triton"]["preferred_batch_sizes"]}, max queue
-delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]["batch_size"]}.
-
-![Latency vs concurrency]({rel["online_latency"]})
-
-{markdown_table(measured_columns(read_perf(files["online"])))}
+{online_section}
 
 {_noise(offline_report, online_report)}## Host load
 
@@ -256,7 +270,7 @@ delay {model["triton"]["max_queue_delay_us"]} µs), HTTP, batch {model["online"]
 ## Provenance
 
 ```json
-{json.dumps({"offline": prov, "online": online_report["provenance"]}, indent=2)}
+{json.dumps({"offline": prov, "online": online_report.get("provenance")}, indent=2)}
 ```
 """
     with atomic.output(out) as tmp:
@@ -335,6 +349,8 @@ def _telemetry(files: dict, offline: dict, online: dict, native: dict) -> str:
     keys = ["Batch", "Concurrency", SHARED_MEMORY]
     parts = []
     for scenario in ("offline", "online", "native"):
+        if scenario not in files:  # no online scenario
+            continue
         table = pd.read_csv(files[scenario])
         recorded = [c for c in TELEMETRY_COLUMNS if c in table]
         if recorded:
@@ -599,7 +615,9 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
     for readme in configs:
         folder = readme.parent
         offline = pd.read_csv(folder / "offline.csv")
-        online = pd.read_csv(folder / "online.csv")
+        # a configuration without an online scenario (config.serves_online) has no online.csv
+        online = (pd.read_csv(folder / "online.csv") if (folder / "online.csv").is_file()
+                  else pd.DataFrame({THROUGHPUT: []}))
         best = offline.loc[offline[THROUGHPUT].idxmax()]
         where = layout.configuration_of(folder)
         gpu, config = where["gpu"], where["name"]
@@ -614,7 +632,7 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
             "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
             "Smallest offline batch": int(offline["Batch"].min()),
             "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
-            "Online max inf/s": online[THROUGHPUT].max(),
+            "Online max inf/s": online[THROUGHPUT].max() if len(online) else None,
             "served/native at max batch": ratio["served/native"],
             "its shared memory": ratio[SHARED_MEMORY],
         })

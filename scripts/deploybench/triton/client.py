@@ -10,11 +10,14 @@ import tritonclient.grpc as grpcclient
 from ..tensors import batched
 
 
-def _request(model: dict, arrays: list[np.ndarray], served: list[str] | None) -> list:
+def _request(model: dict, arrays: list[np.ndarray], served: list[str] | None,
+             encode=None) -> list:
     """The request's input tensors: the arrays of the inputs named in `served` (all when
-    None), in the model's order."""
+    None), in the model's order; `encode` (arrays -> [(tensor spec, array)]) makes the
+    request of a model whose interface is not its samples' (an ensemble's flattened one)."""
     request = []
-    for spec, array in zip(model["inputs"], arrays):
+    pairs = encode(arrays) if encode else zip(model["inputs"], arrays)
+    for spec, array in pairs:
         if served is None or spec["name"] in served:
             tensor = grpcclient.InferInput(spec["name"], list(array.shape), spec["dtype"])
             tensor.set_data_from_numpy(np.ascontiguousarray(array))
@@ -23,29 +26,43 @@ def _request(model: dict, arrays: list[np.ndarray], served: list[str] | None) ->
 
 
 def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
-              served: list[str] | None = None, name: str | None = None) -> list:
+              served: list[str] | None = None, name: str | None = None,
+              encode=None) -> list:
     """Outputs of the served model `name` (default the model key) over `inputs` (gRPC at
-    `url`), batch by batch; only the inputs named in `served` (all when None) are sent."""
+    `url`), batch by batch; only the inputs named in `served` (all when None) are sent,
+    each batch as `encode` makes its request (_request)."""
     model = run["model"]
     client = grpcclient.InferenceServerClient(url)
     wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
 
     def infer(arrays):
-        result = client.infer(name or run["key"]["model"], _request(model, arrays, served),
-                              outputs=wanted)
+        result = client.infer(name or run["key"]["model"],
+                              _request(model, arrays, served, encode), outputs=wanted)
         return [result.as_numpy(t["name"]) for t in model["outputs"]]
 
     return batched(infer, inputs, batch_size)
 
 
+def send_all(url: str, run: dict, batches, served: list[str] | None = None,
+             name: str | None = None, encode=None) -> int:
+    """Each batch of `batches` (lists of the model's input arrays) sent in turn to the
+    model `name` (default the model key), the outputs discarded; returns the count."""
+    client = grpcclient.InferenceServerClient(url)
+    sent = 0
+    for arrays in batches:
+        client.infer(name or run["key"]["model"], _request(run["model"], arrays, served, encode))
+        sent += 1
+    return sent
+
+
 def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
             concurrency: int, rounds: int = 2, timeout_s: float = 600.0,
-            name: str | None = None) -> None:
+            name: str | None = None, encode=None) -> None:
     """`rounds` rounds of `concurrency` requests at once (of the batch `inputs` hold) to
     the model `name` (default the model key), so that every model instance runs, compiles
     or captures for that batch size before a measurement does."""
     client = grpcclient.InferenceServerClient(url)
-    tensors = _request(run["model"], inputs, served)
+    tensors = _request(run["model"], inputs, served, encode)
     done = queue.Queue()
     for _ in range(rounds):
         for _ in range(concurrency):

@@ -9,7 +9,6 @@ standing in for a GPU key), and the configs of a recommender ensemble and of Mer
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -19,8 +18,10 @@ from .. import deployments
 from ..deployments import Deployment
 from ..runners import DEVICE_TENSORS, Options
 
-# Tensors of a real Merlin HPS model (its backend's fixed names).
+# Tensors of a real Merlin HPS model (its backend's fixed names), and the recommender
+# ensemble's keys that feed them (seed 003's names; deploybench.ensemble.requests).
 HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT = "KEYS", "NUMKEYS", "OUTPUT0"
+EMB_KEY, EMB_N_KEY = "EMB_KEY", "EMB_N_KEY"
 
 
 def tensor(cls, spec: dict):
@@ -36,8 +37,12 @@ def instance_groups(run: dict) -> list:
     return [mc.ModelInstanceGroup(count=run["model"]["triton"]["instances"], kind=kind)]
 
 
-def dynamic_batching(run: dict) -> mc.ModelDynamicBatching:
+def dynamic_batching(run: dict) -> mc.ModelDynamicBatching | None:
+    """The dynamic batcher; None for a model without a batch dimension (max_batch_size 0:
+    Triton refuses a batcher there)."""
     triton = run["model"]["triton"]
+    if not triton["max_batch_size"]:
+        return None
     return mc.ModelDynamicBatching(preferred_batch_size=triton["preferred_batch_sizes"],
                                    max_queue_delay_microseconds=triton["max_queue_delay_us"])
 
@@ -140,55 +145,47 @@ def _tensorrt_accelerator(config: mc.ModelConfig, run: dict) -> None:
 
 # ---- a recommender ensemble (deploybench.ensemble) ----------------------------------
 
-def sparse_config(name: str, run: dict, ids: dict, lookup: dict,
+def sparse_config(name: str, run: dict, keys: list[dict], lookup: dict,
                   parameters: dict[str, str]) -> mc.ModelConfig:
-    """The python-backend sparse model: the `ids` tensor -> the `lookup` vectors."""
+    """The python-backend sparse model: the `keys` tensors -> the `lookup` vectors, the
+    batch inside the tensors (max_batch_size 0)."""
     config = mc.ModelConfig(
-        name=name, backend="python", max_batch_size=run["model"]["triton"]["max_batch_size"],
-        input=[tensor(mc.ModelInput, ids)], output=[tensor(mc.ModelOutput, lookup)],
-        instance_group=instance_groups(run), dynamic_batching=dynamic_batching(run))
+        name=name, backend="python", max_batch_size=0,
+        input=[tensor(mc.ModelInput, t) for t in keys],
+        output=[tensor(mc.ModelOutput, lookup)], instance_group=instance_groups(run))
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config
 
 
-def ensemble_config(name: str, run: dict, steps: list[tuple[str, dict, dict]]) -> mc.ModelConfig:
-    """The ensemble: the model's inputs and outputs, `steps` of (model, input map, output
-    map), each map from the step model's tensor to the ensemble's."""
-    model = run["model"]
+def ensemble_config(name: str, inputs: list[dict], outputs: list[dict],
+                    steps: list[tuple[str, dict, dict]],
+                    parameters: dict[str, str]) -> mc.ModelConfig:
+    """The ensemble (max_batch_size 0: one request per batch): its `inputs` and `outputs`,
+    `steps` of (model, input map, output map), each map from the step model's tensor to
+    the ensemble's; `parameters` for its clients."""
     config = mc.ModelConfig(
-        name=name, platform="ensemble", max_batch_size=model["triton"]["max_batch_size"],
-        input=[tensor(mc.ModelInput, t) for t in model["inputs"]],
-        output=[tensor(mc.ModelOutput, t) for t in model["outputs"]])
-    for step_model, inputs, outputs in steps:
+        name=name, platform="ensemble", max_batch_size=0,
+        input=[tensor(mc.ModelInput, t) for t in inputs],
+        output=[tensor(mc.ModelOutput, t) for t in outputs])
+    for step_model, step_inputs, step_outputs in steps:
         step = config.ensemble_scheduling.step.add(model_name=step_model, model_version=-1)
-        step.input_map.update(inputs)
-        step.output_map.update(outputs)
+        step.input_map.update(step_inputs)
+        step.output_map.update(step_outputs)
+    for key, value in parameters.items():
+        config.parameters[key].string_value = value
     return config
 
 
 def hps_config(name: str, run: dict) -> mc.ModelConfig:
-    """A Merlin HPS model (backend `hps`): keys of the fused table -> embedding vectors."""
+    """A Merlin HPS model (backend `hps`): keys of the fused table -> embedding vectors,
+    one request per batch, as DLE's deployment/hps/deploy_sparse.py declares it."""
     return mc.ModelConfig(
-        name=name, backend="hps", max_batch_size=run["model"]["triton"]["max_batch_size"],
+        name=name, backend="hps", max_batch_size=0,
         input=[mc.ModelInput(name=HPS_KEYS, data_type=mc.TYPE_INT64, dims=[-1]),
                mc.ModelInput(name=HPS_NUMKEYS, data_type=mc.TYPE_INT32, dims=[-1])],
         output=[mc.ModelOutput(name=HPS_OUTPUT, data_type=mc.TYPE_FP32, dims=[-1])],
         instance_group=instance_groups(run))
-
-
-def hps_keys_config(name: str, run: dict, ids: dict, table_sizes: list[int]) -> mc.ModelConfig:
-    """The python step before HPS: `ids` -> their KEYS and NUMKEYS
-    (served/hps_keys_model.py)."""
-    tables = len(table_sizes)
-    config = mc.ModelConfig(
-        name=name, backend="python", max_batch_size=run["model"]["triton"]["max_batch_size"],
-        input=[tensor(mc.ModelInput, ids)],
-        output=[mc.ModelOutput(name=HPS_KEYS, data_type=mc.TYPE_INT64, dims=[tables]),
-                mc.ModelOutput(name=HPS_NUMKEYS, data_type=mc.TYPE_INT32, dims=[1])],
-        instance_group=[mc.ModelInstanceGroup(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)])
-    config.parameters["table_sizes"].string_value = json.dumps(table_sizes)
-    return config
 
 
 # ---- reading, and the scenarios' load-time variants ---------------------------------

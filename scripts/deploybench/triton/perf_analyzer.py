@@ -39,6 +39,9 @@ PA_TO_TABLE = dict(zip(
     LATENCY_COLUMNS, strict=True))
 
 
+REQUESTS = "requests/s"  # beside THROUGHPUT (batch x requests/s), in the scenario's JSON
+
+
 class PerfError(RuntimeError):
     """perf_analyzer failed or did not reach a stable measurement."""
 
@@ -53,12 +56,17 @@ def output_bytes(outputs: list[dict], batch: int) -> int:
 class Row(NamedTuple):
     """One measurement: a batch size at a concurrency, inputs and outputs through
     `shared_memory` (system, cuda; none: in the requests, as HTTP online sends them), sent
-    to the Triton model `model` (a deployment of the run; "": the model key's)."""
+    to the Triton model `model` (a deployment of the run; "": the model key's). A model
+    without a batch dimension (an ensemble's flattened interface) takes the batch inside
+    its tensors: `shapes` ((input, dims), ...) of that one request, sent at batch 1 with
+    the request in `data` (its --input-data); its inferences are the batch's samples."""
 
     batch: int
     concurrency: int
     shared_memory: str
     model: str = ""
+    shapes: tuple = ()
+    data: str = ""
 
 
 def window(run: dict, scenario: str) -> tuple[str, int, int]:
@@ -91,8 +99,10 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
     via = protocol(run, scenario)
     cmd = [
         str(server.install.perf_analyzer), "-m", row.model or run["key"]["model"], "-x", "1",
-        "-b", str(batch), "--concurrency-range", f"{concurrency}:{concurrency}",
-        "--input-data", str(data_json), "--measurement-mode", mode,
+        "-b", "1" if row.shapes else str(batch),
+        *(f"--shape={name}:{','.join(map(str, dims))}" for name, dims in row.shapes),
+        "--concurrency-range", f"{concurrency}:{concurrency}",
+        "--input-data", row.data or str(data_json), "--measurement-mode", mode,
         *(["--measurement-request-count", str(request_count)]
           if mode == "count_windows" else []),
         "-p", str(interval_ms),
@@ -113,8 +123,11 @@ def parse_csv(text: str, row: Row) -> dict:
     if len(rows) != 1:
         raise PerfError(f"expected one measurement row from perf_analyzer, got {len(rows)}")
     measured = rows[0]
+    # perf_analyzer counts -b inferences a request: 1 where the batch is in the tensors
+    per_second = float(measured["Inferences/Second"])
     table = {"Batch": row.batch, "Concurrency": int(measured["Concurrency"]),
-             THROUGHPUT: float(measured["Inferences/Second"])}
+             THROUGHPUT: per_second * row.batch if row.shapes else per_second,
+             REQUESTS: per_second if row.shapes else per_second / row.batch}
     table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
     return table | {SHARED_MEMORY: row.shared_memory,
                     COMPONENT_SUM: sum(table[c] for c in COMPONENTS)}
