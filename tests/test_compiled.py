@@ -5,6 +5,7 @@ and perf_analyzer; and the refusal of a model torch.export cannot take."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -121,6 +122,28 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
             + floor[floor["Batch"] == 1]["avg latency (ms)"].iloc[0] + 0.1)
         assert float(bound) == pytest.approx(expected, rel=5e-3)
     assert "served/native at max batch >= 0.90:" in result.stdout
+
+
+@pytest.mark.e2e
+def test_gpu_serving_benchmark_shows_served_rows_with_no_native_of_their_own(built, tmp_path):
+    """A dated set measured without native.csv (or beside one of another device) still
+    counts its served throughput, with no ratio, and says why."""
+    source = built / "results/tft-tiny/cpu/aoti_fp32"
+    copy = tmp_path / "results/tft-tiny/cpu/served-only/aoti_fp32"
+    copy.mkdir(parents=True)
+    for name in ("offline.csv", "offline.json"):
+        shutil.copy(source / name, copy / name)
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_gpu_serving.py"),
+                             "--gpu", "cpu", "--results", str(tmp_path / "results")],
+                            capture_output=True, text=True, check=True)
+    row = next(line for line in result.stdout.splitlines()
+               if line.startswith("| tft-tiny/served-only/aoti_fp32 "))
+    mode, batch, served, ratio = [c.strip() for c in row.split("|")[2:6]]
+    offline = pd.read_csv(source / "offline.csv")
+    assert (mode, int(batch)) == ("system", offline["Batch"].max())
+    assert int(served) == round(offline["Inferences/Second"].iloc[-1]) and ratio == ""
+    assert "tft-tiny/served-only/aoti_fp32: no native.csv" in result.stderr
+    assert "0 of 0 rows with a native figure on the same device (1 rows)" in result.stdout
 
 
 @pytest.mark.e2e
