@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, provenance, source_model
-from ..backends import EXPORT_PRECISION, export_precision
+from ..backends import export_precision
 from ..cluster import CPU_KEY
 from ..config import online_refusal, serves_online
 from ..host_load import CONTENDED_CORES
@@ -457,12 +457,6 @@ def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
     return table[[*keys, "Configuration", *columns]].reset_index(drop=True)
 
 
-def _export_precision(ran: dict) -> str:
-    """The export precision a measurement (offline.json) recorded: one recorded before
-    exports had a precision ran an FP32 export."""
-    return ran.get("export_precision", EXPORT_PRECISION).upper()
-
-
 # The published settings of a series (reference column) and ours, from what a
 # configuration's offline.json recorded (and its backend).
 _SETTINGS = {
@@ -477,7 +471,7 @@ _SETTINGS = {
     "request_count": (
         "Request count (offline)",
         lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")),
-    "export_precision": ("Export precision", lambda ran, backend: _export_precision(ran)),
+    "export_precision": ("Export precision", lambda ran, backend: export_precision(ran).upper()),
     "nvidia_tensorrt_capture_cuda_graph": (
         "TensorRT CUDA graphs",
         lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
@@ -628,7 +622,7 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
             ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
         rows.append({
             "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
-            "Export": _export_precision(json.loads((folder / "offline.json").read_text())),
+            "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),
             "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
             "Smallest offline batch": int(offline["Batch"].min()),
             "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
