@@ -25,6 +25,7 @@ from deploybench.runners.embeddings import (
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
+    fused_keys,
 )
 from deploybench.tables import THROUGHPUT
 from deploybench.triton import config as triton_config
@@ -294,7 +295,7 @@ def test_lookups_of_the_flattened_keys_equal_the_ids_lookups(tmp_path, engine):
     storage, offsets, _ = sparse_dir(tmp_path / "sparse")
     embeddings = HierarchicalEmbeddings(tmp_path / "sparse", 0.1, engine=engine)
     ids = np.random.default_rng(2).integers(-10**6, 10**6, size=(40, len(SIZES)))
-    keys = ensemble_requests.keys(ids, SIZES)
+    keys = fused_keys(ids, SIZES)
     np.testing.assert_array_equal(embeddings.lookup_keys(keys),
                                   full_lookup(storage, offsets, SIZES, ids))
     assert embeddings.lookups.tolist() == [40] * len(SIZES)  # per table, as from the ids

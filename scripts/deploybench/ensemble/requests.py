@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import plugins
-from ..runners.embeddings import table_offsets
+from ..runners.embeddings import fused_keys
 from ..triton import config as triton_config
 from ..triton.config import EMB_KEY, EMB_N_KEY
 from .parts import settings, sparse_index
@@ -53,21 +53,11 @@ def tables(model: dict) -> int:
     return int(np.prod(model["inputs"][sparse_index(model)]["dims"]))
 
 
-def keys(ids: np.ndarray, table_sizes) -> np.ndarray:
-    """ids [B, T] (any integer dtype) -> their rows of the fused table, INT64 [B x T]."""
-    sizes = np.asarray(table_sizes, dtype=np.int64)
-    ids = np.asarray(ids).astype(np.int64, copy=False)
-    if ids.ndim != 2 or ids.shape[1] != len(sizes):
-        raise ValueError(f"ids of shape {list(ids.shape)}; expected [batch, {len(sizes)}]")
-    # floor mod: the single-model DLRM takes ids modulo its (capped) tables the same way
-    return (np.mod(ids, sizes) + table_offsets(sizes)).reshape(-1)
-
-
 def flatten(model: dict, table_sizes, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """A batch of the model's samples (its inputs in order) -> the request's arrays, in
     the order of inputs(model)."""
     index = sparse_index(model)
-    flat = keys(arrays[index], table_sizes)
+    flat = fused_keys(arrays[index], table_sizes)
     rest = [np.ascontiguousarray(a) for i, a in enumerate(arrays) if i != index]
     return [flat, np.array([len(flat)], dtype=np.int32), *rest]
 

@@ -32,6 +32,17 @@ def table_offsets(sizes) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
 
+def fused_keys(ids, sizes) -> np.ndarray:
+    """ids [B, T] (any integer dtype) -> their rows of the fused table, INT64 [B x T]:
+    sample by sample, each id modulo its table's size plus the table's first row (floor
+    mod: the single-model DLRM takes ids modulo its capped tables the same way)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    ids = np.asarray(ids).astype(np.int64, copy=False)
+    if ids.ndim != 2 or ids.shape[1] != len(sizes):
+        raise ValueError(f"ids of shape {list(ids.shape)}; expected [batch, {len(sizes)}]")
+    return (np.mod(ids, sizes) + table_offsets(sizes)).reshape(-1)
+
+
 def cached_rows(ranking: np.ndarray, sizes: list[int], fraction: float) -> np.ndarray:
     """Global rows of the cache: the first floor(fraction x rows) of each table's ranking."""
     if not 0.0 <= fraction <= 1.0:
@@ -54,7 +65,6 @@ class HierarchicalEmbeddings:
         sparse_dir = Path(sparse_dir)
         meta = json.loads((sparse_dir / METADATA).read_text())
         self.sizes = np.asarray(meta["table_sizes"], dtype=np.int64)
-        self.offsets = table_offsets(self.sizes)
         self.dim = int(meta["embedding_dim"])
         self.storage = np.load(sparse_dir / STORAGE, mmap_mode="r")
         if self.storage.shape != (int(self.sizes.sum()), self.dim):
@@ -86,11 +96,7 @@ class HierarchicalEmbeddings:
                 "storage_bytes": int(self.storage.nbytes), "device": str(self.device)}
 
     def __call__(self, ids: np.ndarray) -> np.ndarray:
-        ids = np.asarray(ids).astype(np.int64, copy=False)
-        if ids.ndim != 2 or ids.shape[1] != len(self.sizes):
-            raise ValueError(f"ids of shape {list(ids.shape)}; expected [batch, "
-                             f"{len(self.sizes)}]")
-        return self.lookup_keys((np.mod(ids, self.sizes) + self.offsets).reshape(-1))
+        return self.lookup_keys(fused_keys(ids, self.sizes))
 
     def lookup_keys(self, keys: np.ndarray) -> np.ndarray:
         """keys (rows of the stacked tables, sample by sample, each sample's T keys table
