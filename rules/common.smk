@@ -5,7 +5,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from deploybench import baseline, layout
-from deploybench.backends import EXPORT_ARTIFACTS, export_precision
+from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings, online_refusal, serves_online, step_spec
 from deploybench.device import DEVICE_STEPS, may_run_on_device
@@ -193,9 +193,9 @@ def if_online(name):
 
 def ensemble_data(w):
     """The dataset an ensemble's offline step draws its requests and cache warm-up from
-    (ensemble.perf_samples, warmup_samples); none for a single model (a run's backend
-    with a `dense` key is an ensemble), whose perf data is its samples."""
-    return data_dir(w) if run_of(w)["backend"].get("dense") else []
+    (ensemble.perf_samples, warmup_samples); none for a single model, whose perf data
+    is its samples."""
+    return data_dir(w) if is_ensemble(run_of(w)) else []
 
 
 def online_measured(name):

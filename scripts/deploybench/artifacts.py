@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from . import atomic, single
+from .backends import is_ensemble
 from .ensemble import artifact as ensemble_artifact
 from .ensemble import metrics as ensemble_metrics
 from .ensemble import parts as ensemble_parts
@@ -23,10 +24,6 @@ from .runners import Runner
 from .tensors import numpy_dtype
 from .triton import config as triton_config
 from .triton import repository as triton_repository
-
-
-def is_ensemble(run: dict) -> bool:
-    return bool(run["backend"].get("dense"))
 
 
 def exportable(settings: dict, fmt: str, model) -> tuple[object, list[dict]]:

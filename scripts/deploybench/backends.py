@@ -34,6 +34,11 @@ FP16_EXPORTS = ("onnx", "ts-trace", "ts-script")
 CASTING_RUNNERS = ("onnxruntime", "torch", "torch-cudagraph")
 
 
+def is_ensemble(run: dict) -> bool:
+    """Whether a run's backend is a sparse/dense ensemble (hps-*: its `dense` part)."""
+    return bool(run["backend"].get("dense"))
+
+
 def export_precision(run: dict) -> str:
     """The precision a run's export was written in. A run records it only where it is not
     FP32, so that the settings of every FP32-export configuration (what Snakemake compares,

@@ -19,7 +19,14 @@ import jsonschema
 import yaml
 
 from . import baseline, deployments
-from .backends import BACKENDS, EXPORT_ARTIFACTS, EXPORT_PRECISION, FP16_EXPORTS, PRECISIONS
+from .backends import (
+    BACKENDS,
+    EXPORT_ARTIFACTS,
+    EXPORT_PRECISION,
+    FP16_EXPORTS,
+    PRECISIONS,
+    is_ensemble,
+)
 from .tables import published_gpus, reference_rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -365,8 +372,7 @@ def online_refusal(run: dict) -> str | None:
     (hps-*) takes one request per batch, the batch inside its tensors (max_batch_size 0,
     seed 003's interface): Triton's dynamic batcher cannot form batches of it, and the
     seed publishes offline tables only."""
-    dense = run["backend"].get("dense")
-    if not dense:
+    if not is_ensemble(run):
         return None
     key = run["key"]
     return (f"no online scenario for backend '{key['backend']}' ({run['backend']['title']}) "
@@ -460,7 +466,7 @@ def step_spec(run: dict, step: str) -> dict:
     if step not in STEP_FIELDS:
         return run
     run_fields, model_fields = STEP_FIELDS[step]
-    if step in REQUEST_STEPS and run["backend"].get("dense"):
+    if step in REQUEST_STEPS and is_ensemble(run):
         model_fields = (*model_fields, *REQUEST_STEPS[step])
     spec = {k: run[k] for k in run_fields if k in run}
     spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from .backends import BACKENDS
+from .backends import BACKENDS, is_ensemble
 
 
 class DeviceMismatch(RuntimeError):
@@ -27,8 +27,8 @@ def runs_on_device(run: dict, step: str) -> bool:
     """Whether `step` of a run needs the run's device: the steps above, and a conversion
     that builds a TensorRT engine or casts to FP16 (on the device)."""
     if step == "convert":
-        dense = run["backend"].get("dense")  # an ensemble converts its dense part
-        runner = BACKENDS[dense].runner if dense else run["backend"]["runner"]
+        runner = (BACKENDS[run["backend"]["dense"]].runner  # an ensemble converts its dense part
+                  if is_ensemble(run) else run["backend"]["runner"])
         return runner == "tensorrt" or run["precision"] != "fp32"
     return step in DEVICE_STEPS
 
