@@ -139,6 +139,11 @@ def dated_sets(model_report: Path) -> list[Path]:
     return sorted(p.parent for p in Path(model_report).parent.glob(f"*/*/{SET_NOTES}"))
 
 
+def searches(model_report: Path) -> list[Path]:
+    """The configuration searches built so far beside a model report (their search.json)."""
+    return sorted(Path(model_report).parent.glob("*/*/search/search.json"))
+
+
 def history_copy(path: str | Path, stamp: str) -> Path:
     """The copy of measurement `path` (e.g. offline.json) stamped `stamp`."""
     path = Path(path)

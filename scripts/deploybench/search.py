@@ -10,9 +10,10 @@ points. `point_name` and `parse_point` are the one mapping between a name and it
 
 Strategies: `grid` measures every point; `descent` is coordinate descent from the seed's
 configuration (each dimension's value nearest the configuration's own): it measures one
-dimension's values with the others fixed at the best so far, keeps the best, goes on to the
-next, and stops after a pass that changed nothing. Its points are the grid's (the same
-files), so nothing it measured is measured again by a grid run, and the other way round.
+dimension's values with the others fixed at the best so far, keeps the best, and goes on to
+the next (one pass by default; `descent_passes` more, until a pass changes nothing). Its
+points are the grid's (the same files), so nothing it measured is measured again by a grid
+run, and the other way round.
 A point's score is its best online throughput at a level whose p99 is within the budget.
 """
 
@@ -23,7 +24,7 @@ import itertools
 import math
 import re
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 
 from .config import ConfigError, Settings, deep_merge, shared_memory_modes
 from .deployments import per_batch
@@ -167,7 +168,7 @@ def point_model(model_settings: dict, search: dict, name: str) -> dict:
     return {**model_settings, "triton": triton, "offline": offline, "online": online}
 
 
-@lru_cache(maxsize=None)
+@cache
 def configured(settings: Settings, model: str, gpu: str, backend: str) -> dict:
     """The validated search of a model on a GPU key and backend (empty: none)."""
     model_settings = settings.model_settings(model, gpu, backend)
@@ -195,7 +196,7 @@ def required(settings: Settings, model: str, gpu: str, backend: str) -> dict:
     return search
 
 
-@lru_cache(maxsize=None)
+@cache
 def point_run(settings: Settings, model: str, gpu: str, backend: str, precision: str,
               point: str) -> dict:
     """The run of one point: the configuration's run with the point's model settings, and
@@ -228,10 +229,14 @@ def best(results: dict[str, dict], budget_ms: float | None) -> str | None:
 
 
 def descent(search: dict, triton: dict, measure: Callable[[str], dict],
-            budget_ms: float | None, max_passes: int = 3) -> tuple[list[str], str | None]:
+            budget_ms: float | None) -> tuple[list[str], str | None]:
     """Coordinate descent from the seed's point: the names it measured, in order, and its
     pick. `measure(name)` gives a point's result (in the workflow, a checkpoint's output:
-    it raises until the point is built, and Snakemake calls the walk again)."""
+    it raises until the point is built, and Snakemake calls the walk again). One pass by
+    default (`descent_passes`): each dimension's line once, 1 + sum(values - 1) points;
+    another pass walks the lines again through the point reached, until one changes
+    nothing."""
+    max_passes = search.get("descent_passes", 1)
     values = lists(search)
     current = parse_point(seed_point(search, triton))
     visited: dict[str, dict] = {}

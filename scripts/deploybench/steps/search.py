@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import traceback
 from pathlib import Path
@@ -113,7 +114,7 @@ def search_report(spec: dict, points: list[Path], repositories: list[Path], out:
     summary = {
         "key": key, "strategy": search["strategy"], "p99_budget_ms": budget,
         "dimensions": configuration_search.lists(search), "seed": spec["seed"],
-        "points": spec["points"], "grid_points": len(spec["grid"]),
+        "points": spec["points"], "grid": spec["grid"],
         "best_within_budget": within, "best_overall": fastest, "winner": chosen,
         "results": results,
     }
@@ -130,6 +131,15 @@ def peak(result: dict, budget_ms: float | None) -> dict | None:
     levels = [r for r in result.get("online", [])
               if budget_ms is None or r["p99_ms"] <= budget_ms]
     return max(levels, key=lambda r: r["throughput"], default=None)
+
+
+def _seed(results: dict, seed: str) -> str:
+    """The seed's point as measured by this search (its online peak and its p99)."""
+    if seed not in results:
+        return "not measured by this search"
+    if results[seed]["status"] != configuration_search.OK:
+        return "failed"
+    return f"online peak {_level(peak(results[seed], None))}"
 
 
 def _level(row: dict | None) -> str:
@@ -160,6 +170,7 @@ def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen:
         + (f"`{within}`: {_level(peak(results[within], budget))}" if within
            else "no measured point has an online level within the budget"),
         f"- best throughput overall: `{fastest}`: {_level(peak(results[fastest], None))}",
+        f"- the configuration's own values (`{spec['seed']}`): " + _seed(results, spec["seed"]),
         f"- winner (deploy this): `{chosen}`, its config as `winner/config.pbtxt`:", "",
         "```protobuf", config_text.rstrip(), "```", "",
         "## Points", "",
@@ -171,7 +182,7 @@ def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen:
         result = results[name]
         values = " | ".join(_value(result["values"][d]) for d in dims)
         if result["status"] != configuration_search.OK:
-            reason = result["reason"].splitlines()[0][:160].replace("|", "/")
+            reason = " ".join(summary(result["reason"])[:2])[:300].replace("|", "/")
             out.append(f"| [{name}]({name}/point.json) | {values} | failed ({reason}) | | | | |")
             continue
         top = peak(result, None)
@@ -188,8 +199,20 @@ def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen:
                 "Recorded, not retried; the search went on without them.", ""]
         for name in failed:
             out += [f"### {name} ({results[name]['scenario']})", "", "```",
-                    results[name]["reason"].rstrip(), "```", ""]
+                    *summary(results[name]["reason"]), "```",
+                    f"(in full: [{name}/point.json]({name}/point.json), its logs in "
+                    f"`{name}/logs/`)", ""]
     return "\n".join(out)
+
+
+def summary(reason: str) -> list[str]:
+    """The lines of a failed point's reason that say why: its first, then the server's
+    error lines (Triton's `E<date>` log lines, `error: ...`), or else the lines that
+    follow it (perf_analyzer's message)."""
+    lines = reason.strip().splitlines()
+    errors = [re.sub(r"^E\d{4} [\d:.]+ \d+ \S+\] ", "", line) for line in lines[1:]
+              if re.match(r"E\d{4} |error: ", line)]
+    return [lines[0], *(errors or lines[1:9])]
 
 
 def _value(value) -> str:
