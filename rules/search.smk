@@ -61,7 +61,7 @@ rule search_report:
         out=srch("README.md"),
         out_json=srch("search.json"),
         winner=srch("winner/config.pbtxt"),
-        frontier=srch("frontier.png"),
+        frontier=reported(srch("frontier.png")),
     log:
         log=srch("logs/search.log"),
     conda:

@@ -100,6 +100,10 @@ def test_the_configs_searches(settings):
     assert search.seed_point(h100, triton) == "i2-q1-p512_1024"  # the seed's own values
     run = search.point_run(full, "tft", "h100", "aoti-cg", "fp16", "i4-q100-p512_1024")
     assert run["model"]["triton"]["instances"] == 4 and run["search_point"]["name"]
+    assert run["search_point"]["scenarios"] == ["online"]  # the H100 search: online only
+    tiny_run = search.point_run(settings, "tft-tiny", "cpu", "onnx", "fp32", "i2-q100-m8")
+    assert tiny_run["search_point"]["scenarios"] == ["online", "offline"]  # the default
+    assert tiny_run["model"]["offline"]["batch_sizes"] == [4]
     assert not search.configured(full, "tft", "cpu", "onnx")  # the GPU's search only
 
 
@@ -253,3 +257,23 @@ def test_a_bad_search_stops_the_run_before_any_job(work, tmp_path):
     result = snakemake(work, "-n", "--config", f"models_dir={models}", check=False)
     assert result.returncode != 0
     assert "[16] exceed every max batch size searched (8)" in result.stdout + result.stderr
+
+
+def test_the_model_report_lists_the_searches_on_disk(tmp_path):
+    from deploybench.steps.report import searches_table
+
+    folder = tmp_path / "results/m/h100/aoti-cg_fp16/search"
+    folder.mkdir(parents=True)
+    level = {"batch": 16, "concurrency": 64, "shared_memory": "none", "avg_ms": 5.0}
+    (folder / "search.json").write_text(json.dumps({
+        "strategy": "grid", "points": ["i1", "i2"], "grid": ["i1", "i2"], "p99_budget_ms": 25,
+        "winner": "i2", "seed": "i1",
+        "results": {"i1": {"status": "ok", "online": [{**level, "throughput": 1000.0,
+                                                      "p99_ms": 9.5}]},
+                    "i2": {"status": "ok", "online": [{**level, "throughput": 2500.0,
+                                                      "p99_ms": 12.25}]}}}))
+    table = searches_table(tmp_path / "results/m/README.md")
+    row = table.iloc[0].to_dict()
+    assert row["Search"] == "[aoti-cg_fp16](h100/aoti-cg_fp16/search/README.md)"
+    assert row["its online peak"] == "2,500 inf/s, p99 12.25 ms"
+    assert row["its peak"] == "1,000 inf/s, p99 9.50 ms" and row["Strategy"] == "grid, 2 of 2"

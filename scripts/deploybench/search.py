@@ -37,6 +37,9 @@ STRATEGIES = ("grid", "descent")
 # A point's name: its searched dimensions' letters and values, joined by '-'
 POINT = r"[iqpm][0-9_]+(-[iqpm][0-9_]+)*"
 OK, FAILED = "ok", "failed"
+# what a point measures, in order: online first (the ranking's scenario, and the one whose
+# dynamic batcher Triton checks at load); `search.scenarios` may leave offline out
+SCENARIOS = ("online", "offline")
 
 
 def point_name(values: dict) -> str:
@@ -203,8 +206,10 @@ def point_run(settings: Settings, model: str, gpu: str, backend: str, precision:
     the point's name and values (`search_point`), read-only."""
     run = settings.run(model, gpu, backend, precision)
     search = required(settings, model, gpu, backend)
+    scenarios = [s for s in SCENARIOS if s in search.get("scenarios", SCENARIOS)]
     return {**run, "model": point_model(run["model"], search, point),
-            "search_point": {"name": point, "values": parse_point(point)}}
+            "search_point": {"name": point, "values": parse_point(point),
+                             "scenarios": scenarios}}
 
 
 # --- results: what a measured point's point.json holds, and how points are ranked ---------

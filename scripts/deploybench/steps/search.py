@@ -11,7 +11,6 @@ and the search goes on with the other points (Model Analyzer stops its search th
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 import traceback
@@ -29,8 +28,6 @@ from .plots import frontier_plot
 
 P99 = "p99 latency (ms)"
 AVERAGE = "avg latency (ms)"
-# online first: the ranking's scenario, and the one whose dynamic batcher Triton checks at load
-SCENARIOS = ("online", "offline")
 # the longest reason a point.json keeps (the server's log tail or perf_analyzer's message)
 REASON_CHARS = 3000
 
@@ -38,12 +35,14 @@ REASON_CHARS = 3000
 def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out: Path,
                  offline_perf_log: Path, offline_server_log: Path, online_perf_log: Path,
                  online_server_log: Path) -> None:
-    """Measure one point offline and online; `out` (point.json) says whether it was
-    measured (status ok, each scenario's rows, beside offline.csv and online.csv) or
-    failed (status failed, the scenario and the reason; no CSV)."""
+    """Measure one point in its scenarios (online, then offline unless the search leaves
+    it out); `out` (point.json) says whether it was measured (status ok, each scenario's
+    rows, beside online.csv and offline.csv) or failed (status failed, the scenario and
+    the reason; no CSV)."""
     folder = out.parent
     point = spec["search_point"]
-    files = {s: (folder / f"{s}.csv", folder / f"{s}.json") for s in SCENARIOS}
+    files = {s: (folder / f"{s}.csv", folder / f"{s}.json")
+             for s in configuration_search.SCENARIOS}
     _remove(files)  # an earlier measurement of this point is no result of this one
     logs = {"offline": (offline_perf_log, offline_server_log),
             "online": (online_perf_log, online_server_log)}
@@ -51,7 +50,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
               "triton": spec["model"]["triton"], "status": configuration_search.OK}
     scenario = None
     try:
-        for scenario in SCENARIOS:
+        for scenario in point["scenarios"]:
             measure = getattr(performance, scenario)
             measure(spec, repository, perf_data, accuracy, *files[scenario], *logs[scenario])
     except Exception as err:  # recorded: the search goes on with the other points
@@ -64,7 +63,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
                    "reason": reason}
         print(f"search point {point['name']}: failed ({scenario}): {err}")
     else:
-        result |= {s: _rows(read_perf(files[s][0])) for s in SCENARIOS}
+        result |= {s: _rows(read_perf(files[s][0])) for s in point["scenarios"]}
         print(f"search point {point['name']}: measured")
     with atomic.output(out) as tmp:
         tmp.write_text(json.dumps(result, indent=2))
@@ -186,9 +185,10 @@ def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen:
             out.append(f"| [{name}]({name}/point.json) | {values} | failed ({reason}) | | | | |")
             continue
         top = peak(result, None)
-        offline = max((r["throughput"] for r in result.get("offline", [])), default=math.nan)
+        offline = max((r["throughput"] for r in result.get("offline", [])), default=None)
+        offline = "not measured" if offline is None else f"{offline:,.0f}"
         out.append(f"| [{name}]({name}/point.json) | {values} | ok | {top['throughput']:,.0f} "
-                   f"| {top['p99_ms']:.2f} | {_level(peak(result, budget))} | {offline:,.0f} |")
+                   f"| {top['p99_ms']:.2f} | {_level(peak(result, budget))} | {offline} |")
     failed = [n for n in spec["points"] if results[n]["status"] != configuration_search.OK]
     out += ["", "## Frontier", "",
             f"![online frontier]({frontier.relative_to(folder).as_posix()})", "",
