@@ -323,7 +323,7 @@ pnt = layout.search_point  # a file of one search point
 @lru_cache(maxsize=None)
 def _point_spec(model, gpu, backend, precision, point, step):
     run = configuration_search.point_run(SETTINGS, model, gpu, backend, precision, point)
-    return json.dumps(step_spec(run, step), sort_keys=True)
+    return json.dumps(configuration_search.point_step_spec(run, step), sort_keys=True)
 
 
 def point_spec(step):

@@ -101,6 +101,7 @@ def test_the_configs_searches(settings):
     run = search.point_run(full, "tft", "h100", "aoti-cg", "fp16", "i4-q100-p512_1024")
     assert run["model"]["triton"]["instances"] == 4 and run["search_point"]["name"]
     assert run["search_point"]["scenarios"] == ["online"]  # the H100 search: online only
+    assert "offline" not in search.point_step_spec(run, "search_point")["model"]
     tiny_run = search.point_run(settings, "tft-tiny", "cpu", "onnx", "fp32", "i2-q100-m8")
     assert tiny_run["search_point"]["scenarios"] == ["online", "offline"]  # the default
     assert tiny_run["model"]["offline"]["batch_sizes"] == [4]

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
-from .config import ConfigError, Settings, deep_merge, shared_memory_modes
+from .config import ConfigError, Settings, deep_merge, shared_memory_modes, step_spec
 from .deployments import per_batch
 
 # dimension (a `triton` setting) -> its letter in a point's name, in naming order
@@ -210,6 +210,15 @@ def point_run(settings: Settings, model: str, gpu: str, backend: str, precision:
     return {**run, "model": point_model(run["model"], search, point),
             "search_point": {"name": point, "values": parse_point(point),
                              "scenarios": scenarios}}
+
+
+def point_step_spec(run: dict, step: str) -> dict:
+    """What a point's step depends on (config.step_spec), without the offline settings
+    where the point is measured online only."""
+    spec = step_spec(run, step)
+    if "offline" not in run["search_point"]["scenarios"]:
+        spec["model"].pop("offline", None)
+    return spec
 
 
 # --- results: what a measured point's point.json holds, and how points are ranked ---------

@@ -132,13 +132,17 @@ def peak(result: dict, budget_ms: float | None) -> dict | None:
     return max(levels, key=lambda r: r["throughput"], default=None)
 
 
-def _seed(results: dict, seed: str) -> str:
-    """The seed's point as measured by this search (its online peak and its p99)."""
+def _seed(results: dict, seed: str, chosen: str) -> str:
+    """The seed's point as measured by this search (its online peak and its p99), and the
+    winner's peak against it."""
     if seed not in results:
         return "not measured by this search"
     if results[seed]["status"] != configuration_search.OK:
         return "failed"
-    return f"online peak {_level(peak(results[seed], None))}"
+    own, won = peak(results[seed], None), peak(results[chosen], None)
+    return (f"online peak {_level(own)}; the winner's peak is "
+            f"{won['throughput'] / own['throughput']:.2f}x its throughput, at "
+            f"{won['p99_ms'] / own['p99_ms']:.2f}x its p99")
 
 
 def _level(row: dict | None) -> str:
@@ -169,7 +173,8 @@ def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen:
         + (f"`{within}`: {_level(peak(results[within], budget))}" if within
            else "no measured point has an online level within the budget"),
         f"- best throughput overall: `{fastest}`: {_level(peak(results[fastest], None))}",
-        f"- the configuration's own values (`{spec['seed']}`): " + _seed(results, spec["seed"]),
+        f"- the configuration's own values (`{spec['seed']}`): "
+        + _seed(results, spec["seed"], chosen),
         f"- winner (deploy this): `{chosen}`, its config as `winner/config.pbtxt`:", "",
         "```protobuf", config_text.rstrip(), "```", "",
         "## Points", "",
