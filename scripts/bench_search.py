@@ -54,9 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     results = {n: json.loads((folder / n / "point.json").read_text()) for n in summary["grid"]}
     budget = args.budget if args.budget is not None else summary["p99_budget_ms"]
-    search = dict(summary["dimensions"])
-    if args.passes:
-        search["descent_passes"] = args.passes
+    search = {**summary["dimensions"],
+              "descent_passes": args.passes or summary.get("descent_passes", 1)}
     seed = configuration_search.parse_point(summary["seed"])
     visited, pick = configuration_search.descent(search, seed, results.__getitem__, budget)
     best = configuration_search.best(results, budget)

@@ -106,6 +106,10 @@ def test_the_configs_searches(settings):
     assert tiny_run["search_point"]["scenarios"] == ["online", "offline"]  # the default
     assert tiny_run["model"]["offline"]["batch_sizes"] == [4]
     assert not search.configured(full, "tft", "cpu", "onnx")  # the GPU's search only
+    dlrm = Settings(main_config(models_dir="config/models"))
+    dlrm.models["dlrm"]["search"] = {"instances": [1, 2]}
+    with pytest.raises(ConfigError, match="'hps-onnx' of model 'dlrm' cannot be searched"):
+        search.required(dlrm, "dlrm", "cpu", "hps-onnx")
 
 
 def test_the_budget_and_strategy_come_from_the_command_line():

@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
+from .backends import BACKENDS
 from .config import ConfigError, Settings, deep_merge, shared_memory_modes, step_spec
 from .deployments import per_batch
 
@@ -196,6 +197,10 @@ def required(settings: Settings, model: str, gpu: str, backend: str) -> dict:
         raise ConfigError(f"model '{model}' has no search on GPU key '{gpu}', backend "
                           f"'{backend}': add a `search:` section to its config (or under its "
                           "device_overrides / backend_overrides)")
+    if BACKENDS[backend].dense:
+        raise ConfigError(f"backend '{backend}' of model '{model}' cannot be searched: an "
+                          "ensemble has no online scenario (its batch is inside its tensors, "
+                          "max_batch_size 0), and a search ranks its points online")
     return search
 
 

@@ -112,6 +112,7 @@ def search_report(spec: dict, points: list[Path], repositories: list[Path], out:
     frontier_plot(lines, "online", title, frontier)
     summary = {
         "key": key, "strategy": search["strategy"], "p99_budget_ms": budget,
+        "descent_passes": search.get("descent_passes", 1),
         "dimensions": configuration_search.lists(search), "seed": spec["seed"],
         "points": spec["points"], "grid": spec["grid"],
         "best_within_budget": within, "best_overall": fastest, "winner": chosen,
