@@ -37,6 +37,7 @@ include: "rules/source.smk"
 include: "rules/convert.smk"
 include: "rules/serve.smk"
 include: "rules/report.smk"
+include: "rules/search.smk"
 
 
 rule all:

@@ -5,6 +5,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from deploybench import baseline, layout
+from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings, online_refusal, serves_online, step_spec
@@ -16,6 +17,7 @@ from deploybench.served import bundled_code
 SETTINGS = Settings(config, root=Path(workflow.basedir))
 # A config error fails the run here, also when every result already exists.
 SETTINGS.check_all(config["targets"])
+configuration_search.check_all(SETTINGS)
 
 
 # Loose patterns: a key that matches them but is not configured is refused by the input
@@ -29,6 +31,7 @@ wildcard_constraints:
         ("onnx", "ts-trace", "ts-script", "torch-export", "dense-onnx")
     ),
     exported=r"model\.(pt|pt2|onnx)",
+    point=configuration_search.POINT,
     converted=r"model\.(pt|pt2|onnx|plan)",
 
 
@@ -309,3 +312,60 @@ def reported(pattern):
         subcategory=subcategory,
         labels={"result": f"{kind}: {name.stem.replace('_', ' ')}"},
     )
+
+
+# The configuration search (rules/search.smk, deploybench.search): a point's files are
+# keyed by its name, which its values make (e.g. i2-q100-p512_1024).
+srch = layout.search  # a file of a configuration's search
+pnt = layout.search_point  # a file of one search point
+
+
+@lru_cache(maxsize=None)
+def _point_spec(model, gpu, backend, precision, point, step):
+    run = configuration_search.point_run(SETTINGS, model, gpu, backend, precision, point)
+    return json.dumps(configuration_search.point_step_spec(run, step), sort_keys=True)
+
+
+def point_spec(step):
+    """params: the settings a point's step depends on (its values in `triton`)."""
+    return lambda w: _point_spec(w.model, w.gpu, w.backend, w.precision, w.point, step)
+
+
+def search_of(w):
+    return configuration_search.required(SETTINGS, w.model, w.gpu, w.backend)
+
+
+def search_spec(w):
+    """params of the search report: the search (strategy, budget, lists), its grid and the
+    seed configuration's point (a change re-runs the report only)."""
+    search = search_of(w)
+    triton = run_of(w)["model"]["triton"]
+    spec = {
+        "key": key_of(w),
+        "search": search,
+        "grid": configuration_search.grid(search),
+        "seed": configuration_search.seed_point(search, triton),
+    }
+    return json.dumps(spec, sort_keys=True)
+
+
+def search_inputs(w):
+    """The points the search's strategy measures: every point of the grid; or the
+    descent's, walked through the point checkpoints (each raises until its point is
+    measured, then Snakemake walks again), so its points are the grid's files."""
+    search = search_of(w)
+    if search["strategy"] == "grid":
+        names = configuration_search.grid(search)
+    else:
+
+        def measure(point):
+            done = checkpoints.search_point.get(**key_of(w), point=point)
+            return json.loads(Path(done.output.out).read_text())
+
+        triton = run_of(w)["model"]["triton"]
+        budget = search.get("p99_budget_ms")
+        names, _ = configuration_search.descent(search, triton, measure, budget)
+    return {
+        "points": [layout.fill(pnt("point.json"), **key_of(w), point=n) for n in names],
+        "repositories": [layout.fill(pnt("model_repository"), **key_of(w), point=n) for n in names],
+    }

@@ -447,6 +447,9 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                           "triton")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),
+    # a configuration search's point (deploybench.search): both scenarios on its settings
+    "search_point": ((*_SERVE, "perf", "search_point"),
+                     ("inputs", "outputs", "triton", "offline", "online")),
 }
 
 

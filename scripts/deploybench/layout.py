@@ -9,6 +9,9 @@
         conversion_check.csv, model_repository/, accuracy.csv, offline.csv, online.csv,
         native.csv, plots/, README.md (+ README.html), compare.md, logs/, benchmarks/,
         history/ (<stem>-<UTC stamp>.<ext>: a copy of every finished measurement)
+    results/<model>/<gpu>/<backend>_<precision>/search/   the configuration search: README.md,
+        search.json, frontier.png, winner/config.pbtxt; <point>/ per point (model_repository/,
+        point.json, offline.csv, online.csv (+ .json) when it was measured, logs/, benchmarks/)
     results/<model>/<gpu>/<name>-<date>/   a dated measurement set: NOTES.md, configurations
     results/<model>/README.md          the model report (+ plots/: its frontiers; README.html)
     results/<model>/compare.md         the model's regression report
@@ -42,6 +45,9 @@ CONFIGURATION_PAGE = "README.html"
 MODEL_PAGE = f"{MODEL}/README.html"
 COMPARISON_PAGE = "compare.html"
 MODEL_COMPARISON_PAGE = f"{MODEL}/compare.html"
+# The configuration search (deploybench.search): its report and each point's folder
+SEARCH = f"{CONFIGURATION}/search"
+SEARCH_POINT = f"{SEARCH}/{{point}}"
 # A dated measurement set's description (results/<model>/<gpu>/<name>-<date>/NOTES.md)
 SET_NOTES = "NOTES.md"
 # The installed packages a measurement ran with, by the hash its provenance records
@@ -91,6 +97,16 @@ def configuration(name: str = "") -> str:
     return f"{CONFIGURATION}/{name}" if name else CONFIGURATION
 
 
+def search(name: str) -> str:
+    """A file of a configuration's search (README.md, search.json, winner/config.pbtxt)."""
+    return f"{SEARCH}/{name}"
+
+
+def search_point(name: str) -> str:
+    """A file of one search point (point.json, model_repository, logs/...)."""
+    return f"{SEARCH_POINT}/{name}"
+
+
 def fill(pattern: str, **values) -> str:
     return pattern.format(**values)
 
@@ -121,6 +137,11 @@ def dated_sets(model_report: Path) -> list[Path]:
     (partial sweeps, repeats, probes kept apart from the configuration folders), each
     described by its NOTES.md, holding configuration folders of their own."""
     return sorted(p.parent for p in Path(model_report).parent.glob(f"*/*/{SET_NOTES}"))
+
+
+def searches(model_report: Path) -> list[Path]:
+    """The configuration searches built so far beside a model report (their search.json)."""
+    return sorted(Path(model_report).parent.glob("*/*/search/search.json"))
 
 
 def history_copy(path: str | Path, stamp: str) -> Path:

@@ -597,6 +597,33 @@ def dated_sets_table(out: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def searches_table(out: Path) -> pd.DataFrame:
+    """A row per configuration search beside model report `out` (its search.json)."""
+    rows = []
+    for path in layout.searches(out):
+        found = json.loads(path.read_text())
+        where = layout.configuration_of(path.parent.parent)
+        winner, seed = found["winner"], found["seed"]
+        rows.append({
+            "GPU": where["gpu"],
+            "Search": f"[{where['name']}]({path.parent.relative_to(Path(out).parent)}/README.md)",
+            "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
+            "p99 budget (ms)": found["p99_budget_ms"],
+            "Winner": winner, "its online peak": _search_peak(found["results"].get(winner)),
+            "Seed's values": seed, "its peak": _search_peak(found["results"].get(seed))})
+    return pd.DataFrame(rows)
+
+
+def _search_peak(result: dict | None) -> str:
+    """A search point's online peak and its p99 ("not measured", "failed")."""
+    if result is None:
+        return "not measured"
+    if result["status"] != "ok":
+        return "failed"
+    top = max(result["online"], key=lambda r: r["throughput"])
+    return f"{top['throughput']:,.0f} inf/s, p99 {top['p99_ms']:.2f} ms"
+
+
 def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
                  online_frontier: Path) -> None:
     """Every configuration of a model built so far (best offline throughput, lowest online
@@ -645,6 +672,12 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
              + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
                              for s, png in (("offline", offline_frontier),
                                             ("online", online_frontier))))
+    searched = searches_table(out)
+    if len(searched):
+        text += ("\n\n## Configuration searches\n\nThe best Triton configuration under each "
+                 "search's latency budget (online), against the configuration's own (the "
+                 "seed's values); each search's README has every point, the frontier and the "
+                 "winner's config.pbtxt.\n\n" + markdown_table(searched))
     dated = dated_sets_table(out)
     if len(dated):
         text += ("\n\n## Dated measurement sets\n\nRuns kept apart from the configuration "

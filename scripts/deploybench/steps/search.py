@@ -1,0 +1,225 @@
+"""The configuration search (deploybench.search): one point measured, and the search's
+report.
+
+A point is measured as a configuration is (the offline and online steps of
+`performance`, on the point's own model repository), but a point that fails (Triton
+refuses to load it, perf_analyzer finds no stable measurement, the server dies) does not
+fail its job: its `point.json` records `failed` and the reason, no CSV is left beside it,
+and the search goes on with the other points (Model Analyzer stops its search there).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic
+from .. import search as configuration_search
+from ..tables import THROUGHPUT, read_perf
+from ..triton import config as triton_config
+from ..triton import repository as triton_repository
+from . import performance
+from .plots import frontier_plot
+
+P99 = "p99 latency (ms)"
+AVERAGE = "avg latency (ms)"
+# the longest reason a point.json keeps (the server's log tail or perf_analyzer's message)
+REASON_CHARS = 3000
+
+
+def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out: Path,
+                 offline_perf_log: Path, offline_server_log: Path, online_perf_log: Path,
+                 online_server_log: Path) -> None:
+    """Measure one point in its scenarios (online, then offline unless the search leaves
+    it out); `out` (point.json) says whether it was measured (status ok, each scenario's
+    rows, beside online.csv and offline.csv) or failed (status failed, the scenario and
+    the reason; no CSV)."""
+    folder = out.parent
+    point = spec["search_point"]
+    files = {s: (folder / f"{s}.csv", folder / f"{s}.json")
+             for s in configuration_search.SCENARIOS}
+    _remove(files)  # an earlier measurement of this point is no result of this one
+    logs = {"offline": (offline_perf_log, offline_server_log),
+            "online": (online_perf_log, online_server_log)}
+    result = {"point": point["name"], "values": point["values"],
+              "triton": spec["model"]["triton"], "status": configuration_search.OK}
+    scenario = None
+    try:
+        for scenario in point["scenarios"]:
+            measure = getattr(performance, scenario)
+            measure(spec, repository, perf_data, accuracy, *files[scenario], *logs[scenario])
+    except Exception as err:  # recorded: the search goes on with the other points
+        traceback.print_exc()
+        _remove(files)
+        reason = f"{scenario}: {err}"
+        if len(reason) > REASON_CHARS:
+            reason = reason[:REASON_CHARS // 3] + "\n[...]\n" + reason[-2 * REASON_CHARS // 3:]
+        result |= {"status": configuration_search.FAILED, "scenario": scenario,
+                   "reason": reason}
+        print(f"search point {point['name']}: failed ({scenario}): {err}")
+    else:
+        result |= {s: _rows(read_perf(files[s][0])) for s in point["scenarios"]}
+        print(f"search point {point['name']}: measured")
+    with atomic.output(out) as tmp:
+        tmp.write_text(json.dumps(result, indent=2))
+
+
+def _remove(files: dict) -> None:
+    for pair in files.values():
+        for path in pair:
+            path.unlink(missing_ok=True)
+
+
+def _rows(table: pd.DataFrame) -> list[dict]:
+    """A scenario's levels as point.json keeps them."""
+    return [{"batch": int(r["Batch"]), "concurrency": int(r["Concurrency"]),
+             "shared_memory": r["Shared memory"], "throughput": float(r[THROUGHPUT]),
+             "p99_ms": float(r[P99]), "avg_ms": float(r[AVERAGE])}
+            for _, r in table.iterrows()]
+
+
+def search_report(spec: dict, points: list[Path], repositories: list[Path], out: Path,
+                  out_json: Path, winner: Path, frontier: Path) -> None:
+    """The search's README: every point measured (values, status, online peak and its p99,
+    best level within the budget), the frontier, the best point within the budget and the
+    best overall, and the winner's config.pbtxt (inline and as `winner`)."""
+    search, key = spec["search"], spec["key"]
+    budget = search.get("p99_budget_ms")
+    # the points in the order the strategy measured them (the rule's input)
+    results = {Path(p).parent.name: json.loads(Path(p).read_text()) for p in points}
+    spec = {**spec, "points": list(results)}
+    measured = {n: r for n, r in results.items() if r["status"] == configuration_search.OK}
+    if not measured:
+        raise ValueError("no point of the search was measured (every one failed; see "
+                         f"{out.parent}/<point>/point.json): nothing to deploy")
+    within = configuration_search.best(results, budget)
+    fastest = configuration_search.best(results, None)
+    chosen = within or fastest
+    repository = {Path(r).parent.name: Path(r) for r in repositories}[chosen]
+    config_pbtxt = triton_repository.config_path(repository, key["model"])
+    triton_config.read(config_pbtxt)  # parses as Triton's ModelConfig
+    with atomic.output(winner) as tmp:
+        shutil.copyfile(config_pbtxt, tmp)
+    lines = [(key["gpu"], n, False, pd.DataFrame(
+        [{THROUGHPUT: r["throughput"], P99: r["p99_ms"], AVERAGE: r["avg_ms"]}
+         for r in measured[n]["online"]])) for n in sorted(measured)]
+    title = f"{key['model']} {key['gpu']} {key['backend']}_{key['precision']}: search"
+    frontier_plot(lines, "online", title, frontier)
+    summary = {
+        "key": key, "strategy": search["strategy"], "p99_budget_ms": budget,
+        "descent_passes": search.get("descent_passes", 1),
+        "dimensions": configuration_search.lists(search), "seed": spec["seed"],
+        "points": spec["points"], "grid": spec["grid"],
+        "best_within_budget": within, "best_overall": fastest, "winner": chosen,
+        "results": results,
+    }
+    with atomic.output(out_json) as tmp:
+        tmp.write_text(json.dumps(summary, indent=2))
+    text = _readme(spec, results, within, fastest, chosen, config_pbtxt.read_text(),
+                   out.parent, frontier)
+    with atomic.output(out) as tmp:
+        tmp.write_text(text)
+
+
+def peak(result: dict, budget_ms: float | None) -> dict | None:
+    """A measured point's online level of highest throughput (within the budget)."""
+    levels = [r for r in result.get("online", [])
+              if budget_ms is None or r["p99_ms"] <= budget_ms]
+    return max(levels, key=lambda r: r["throughput"], default=None)
+
+
+def _seed(results: dict, seed: str, chosen: str) -> str:
+    """The seed's point as measured by this search (its online peak and its p99), and the
+    winner's peak against it."""
+    if seed not in results:
+        return "not measured by this search"
+    if results[seed]["status"] != configuration_search.OK:
+        return "failed"
+    own, won = peak(results[seed], None), peak(results[chosen], None)
+    return (f"online peak {_level(own)}; the winner's peak is "
+            f"{won['throughput'] / own['throughput']:.2f}x its throughput, at "
+            f"{won['p99_ms'] / own['p99_ms']:.2f}x its p99")
+
+
+def _level(row: dict | None) -> str:
+    if row is None:
+        return "none"
+    return (f"{row['throughput']:,.0f} inf/s at concurrency {row['concurrency']} "
+            f"(p99 {row['p99_ms']:.2f} ms)")
+
+
+def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen: str,
+            config_text: str, folder: Path, frontier: Path) -> str:
+    search, key = spec["search"], spec["key"]
+    budget = search.get("p99_budget_ms")
+    dims = list(configuration_search.lists(search))
+    budget_text = f"p99 ≤ {budget} ms" if budget is not None else "no budget set"
+    out = [
+        f"# Configuration search: {key['model']} {key['gpu']} "
+        f"{key['backend']}_{key['precision']}", "",
+        f"Strategy **{search['strategy']}**: {len(spec['points'])} of the grid's "
+        f"{len(spec['grid'])} points measured (seed configuration: `{spec['seed']}`); "
+        f"latency budget: {budget_text} (online).", "",
+        "| dimension | values |", "|---|---|",
+        *(f"| {d} | {', '.join(map(str, v))} |"
+          for d, v in configuration_search.lists(search).items()),
+        "",
+        "## Best configuration", "",
+        f"- best within the budget ({budget_text}): "
+        + (f"`{within}`: {_level(peak(results[within], budget))}" if within
+           else "no measured point has an online level within the budget"),
+        f"- best throughput overall: `{fastest}`: {_level(peak(results[fastest], None))}",
+        f"- the configuration's own values (`{spec['seed']}`): "
+        + _seed(results, spec["seed"], chosen),
+        f"- winner (deploy this): `{chosen}`, its config as `winner/config.pbtxt`:", "",
+        "```protobuf", config_text.rstrip(), "```", "",
+        "## Points", "",
+        "| point | " + " | ".join(dims) + " | status | online peak inf/s | p99 at peak (ms) "
+        "| best within budget | offline peak inf/s |",
+        "|---|" + "---|" * len(dims) + "---|---:|---:|---|---:|",
+    ]
+    for name in spec["points"]:
+        result = results[name]
+        values = " | ".join(_value(result["values"][d]) for d in dims)
+        if result["status"] != configuration_search.OK:
+            reason = " ".join(summary(result["reason"])[:2])[:300].replace("|", "/")
+            out.append(f"| [{name}]({name}/point.json) | {values} | failed ({reason}) | | | | |")
+            continue
+        top = peak(result, None)
+        offline = max((r["throughput"] for r in result.get("offline", [])), default=None)
+        offline = "not measured" if offline is None else f"{offline:,.0f}"
+        out.append(f"| [{name}]({name}/point.json) | {values} | ok | {top['throughput']:,.0f} "
+                   f"| {top['p99_ms']:.2f} | {_level(peak(result, budget))} | {offline} |")
+    failed = [n for n in spec["points"] if results[n]["status"] != configuration_search.OK]
+    out += ["", "## Frontier", "",
+            f"![online frontier]({frontier.relative_to(folder).as_posix()})", "",
+            "Online throughput against p99 and average latency, one line per measured point "
+            "(a marker per concurrency level).", ""]
+    if failed:
+        out += ["## Failed points", "",
+                "Recorded, not retried; the search went on without them.", ""]
+        for name in failed:
+            out += [f"### {name} ({results[name]['scenario']})", "", "```",
+                    *summary(results[name]["reason"]), "```",
+                    f"(in full: [{name}/point.json]({name}/point.json), its logs in "
+                    f"`{name}/logs/`)", ""]
+    return "\n".join(out)
+
+
+def summary(reason: str) -> list[str]:
+    """The lines of a failed point's reason that say why: its first, then the server's
+    error lines (Triton's `E<date>` log lines, `error: ...`), or else the lines that
+    follow it (perf_analyzer's message)."""
+    lines = reason.strip().splitlines()
+    errors = [re.sub(r"^E\d{4} [\d:.]+ \d+ \S+\] ", "", line) for line in lines[1:]
+              if re.match(r"E\d{4} |error: ", line)]
+    return [lines[0], *(errors or lines[1:9])]
+
+
+def _value(value) -> str:
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)

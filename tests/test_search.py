@@ -1,0 +1,284 @@
+"""The configuration search (deploybench.search, rules/search.smk): point names and
+settings, the checks of a search's values, the strategies on given results, and real
+Snakemake builds of a tiny search through the real Triton and perf_analyzer."""
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from conftest import ROOT, main_config, planned_jobs, snakemake
+from deploybench import search
+from deploybench.config import ConfigError, Settings
+from deploybench.steps.search import summary
+
+RUN = "results/tft-tiny/cpu/onnx_fp32"
+SEARCH = f"{RUN}/search"
+TRITON = {"instances": 1, "max_queue_delay_us": 100, "preferred_batch_sizes": [4, 8],
+          "max_batch_size": 8}
+MODEL = {"triton": TRITON, "offline": {"batch_sizes": [1, 4, 8], "measurement_request_count": 5},
+         "online": {"batch_size": 1, "concurrency": [1, 2], "measurement_request_count": 5}}
+
+
+# --- names, settings, checks (no server) -------------------------------------------------
+
+def test_a_point_name_is_made_of_its_values_and_back():
+    values = {"instances": 2, "max_queue_delay_us": 100, "preferred_batch_sizes": [512, 1024],
+              "max_batch_size": 1024}
+    assert search.point_name(values) == "i2-q100-p512_1024-m1024"
+    assert search.parse_point("i2-q100-p512_1024-m1024") == values
+    assert search.point_name({"max_queue_delay_us": 0}) == "q0"  # only the searched ones
+    for bad in ("x2", "i2-", "i", "q1-i2", "i2_3", "i02"):
+        with pytest.raises(ConfigError, match="search point"):
+            search.parse_point(bad)
+
+
+def test_adding_a_value_adds_names_and_keeps_the_others():
+    before = search.grid({"instances": [1, 2], "max_queue_delay_us": [100, 2000]})
+    after = search.grid({"instances": [1, 2], "max_queue_delay_us": [100, 2000, 500]})
+    assert before == ["i1-q100", "i1-q2000", "i2-q100", "i2-q2000"]
+    assert set(before) < set(after) and sorted(set(after) - set(before)) == ["i1-q500", "i2-q500"]
+
+
+def test_a_point_runs_the_configuration_with_its_values():
+    s = {"instances": [1, 2], "max_batch_size": [8, 2], "offline": {"batch_sizes": [4, 8]},
+         "online": {"concurrency": [4]}}
+    model = search.point_model(MODEL, s, "i2-m2")
+    assert model["triton"] == {**TRITON, "instances": 2, "max_batch_size": 2}
+    assert model["offline"]["batch_sizes"] == [2]  # none fits: the point's max batch
+    assert search.point_model(MODEL, s, "i1-m8")["offline"]["batch_sizes"] == [4, 8]
+    assert model["online"] == {**MODEL["online"], "concurrency": [4]}
+    assert MODEL["triton"]["instances"] == 1  # the configuration's settings untouched
+    with pytest.raises(ConfigError, match="not a point of this search; its points: i1-m8, "):
+        search.point_model(MODEL, s, "i3-m8")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"preferred_batch_sizes": [[4], [16]]},
+     r"preferred_batch_sizes \[16\]: \[16\] exceed every max batch size searched \(8\); "
+     "valid preferred batch sizes are 1 to 8"),
+    ({"max_batch_size": [8, 4], "preferred_batch_sizes": [[16]]},
+     r"\[16\] exceed every max batch size searched \(8, 4\)"),
+    ({"max_batch_size": [8, 1], "online": {"batch_size": 2}},
+     r"max_batch_size \[1\] below the online batch size 2 .*valid max batch sizes are 2"),
+    ({"instances": [1], "offline": {"shared_memory": ["system", "cuda"]}},
+     "'cuda' needs a GPU key; this key is cpu"),
+    ({"instances": [1], "strategy": "random"}, "strategy 'random' is unknown; valid strategies: "
+     "grid, descent"),
+    ({"instances": [1], "p99_budget_ms": 0}, "p99_budget_ms '0' must be"),
+    ({"strategy": "grid"}, "lists no values to try"),
+])
+def test_a_bad_search_is_refused_naming_the_value(values, message):
+    with pytest.raises(ConfigError, match=message):
+        search.check(values, MODEL, "model 'm'", "cpu")
+
+
+def test_a_combination_only_some_points_cannot_load_is_left_to_triton():
+    # [8] exceeds max batch 4 only: that point fails at load, the others are measured
+    search.check({"max_batch_size": [8, 4], "preferred_batch_sizes": [[8]]}, MODEL, "m", "cpu")
+
+
+def test_the_configs_searches(settings):
+    tiny = search.configured(settings, "tft-tiny", "cpu", "onnx")
+    assert search.grid(tiny) == ["i1-q100-m8", "i1-q2000-m8", "i2-q100-m8", "i2-q2000-m8"]
+    with pytest.raises(ConfigError, match="has no search on GPU key 'h100'"):
+        search.required(Settings(main_config(models_dir="config/models")), "bert", "h100",
+                        "onnx")
+    full = Settings(main_config(models_dir="config/models"))
+    h100 = search.required(full, "tft", "h100", "aoti-cg")
+    lists = search.lists(h100)
+    assert len(lists["instances"]) >= 3 and len(lists["max_queue_delay_us"]) >= 3
+    assert len(lists["preferred_batch_sizes"]) == 2 and len(search.grid(h100)) == 18
+    triton = full.run("tft", "h100", "aoti-cg", "fp16")["model"]["triton"]
+    assert search.seed_point(h100, triton) == "i2-q1-p512_1024"  # the seed's own values
+    run = search.point_run(full, "tft", "h100", "aoti-cg", "fp16", "i4-q100-p512_1024")
+    assert run["model"]["triton"]["instances"] == 4 and run["search_point"]["name"]
+    assert run["search_point"]["scenarios"] == ["online"]  # the H100 search: online only
+    assert "offline" not in search.point_step_spec(run, "search_point")["model"]
+    tiny_run = search.point_run(settings, "tft-tiny", "cpu", "onnx", "fp32", "i2-q100-m8")
+    assert tiny_run["search_point"]["scenarios"] == ["online", "offline"]  # the default
+    assert tiny_run["model"]["offline"]["batch_sizes"] == [4]
+    assert not search.configured(full, "tft", "cpu", "onnx")  # the GPU's search only
+    dlrm = Settings(main_config(models_dir="config/models"))
+    dlrm.models["dlrm"]["search"] = {"instances": [1, 2]}
+    with pytest.raises(ConfigError, match="'hps-onnx' of model 'dlrm' cannot be searched"):
+        search.required(dlrm, "dlrm", "cpu", "hps-onnx")
+
+
+def test_the_budget_and_strategy_come_from_the_command_line():
+    config = main_config(search={"strategy": "descent", "p99_budget_ms": 7.5})
+    tiny = search.configured(Settings(config), "tft-tiny", "cpu", "onnx")
+    assert tiny["strategy"] == "descent" and tiny["p99_budget_ms"] == 7.5
+
+
+def _result(throughput, p99=1.0, status=search.OK):
+    return {"status": status, "online": [{"throughput": throughput, "p99_ms": p99}]}
+
+
+def test_the_best_point_is_the_fastest_within_the_budget():
+    results = {"a": _result(100, p99=30), "b": _result(80, p99=5),
+               "c": _result(0, status=search.FAILED)}
+    assert search.best(results, 10) == "b" and search.best(results, None) == "a"
+    assert search.best(results, 1) is None
+    assert search.score(results["c"], None) == -math.inf
+
+
+def test_descent_measures_fewer_points_and_finds_a_separable_optimum():
+    s = {"instances": [1, 2, 4], "max_queue_delay_us": [1, 100, 1000],
+         "preferred_batch_sizes": [[512, 1024], [1024]]}
+    gain = {"instances": {1: 1.0, 2: 1.5, 4: 1.2}, "max_queue_delay_us": {1: 1.0, 100: 1.3,
+            1000: 0.9}, "preferred_batch_sizes": {(512, 1024): 1.0, (1024,): 1.1}}
+
+    def measure(name):
+        v = search.parse_point(name)
+        return _result(1000 * gain["instances"][v["instances"]]
+                       * gain["max_queue_delay_us"][v["max_queue_delay_us"]]
+                       * gain["preferred_batch_sizes"][tuple(v["preferred_batch_sizes"])])
+
+    triton = {"instances": 2, "max_queue_delay_us": 1, "preferred_batch_sizes": [512, 1024]}
+    visited, pick = search.descent(s, triton, measure, None)
+    assert visited[0] == "i2-q1-p512_1024"  # the seed's configuration first
+    assert pick == "i2-q100-p1024" == search.best({n: measure(n) for n in search.grid(s)}, None)
+    assert len(visited) <= len(search.grid(s)) // 2
+
+
+def test_a_failed_point_is_summarised_by_its_error_lines():
+    reason = ("online: Triton failed to load model 'm' (tritonserver exit code 1):\n"
+              'E1124 21:35:45.244014 26684 model_repository_manager.cc:1460] "Poll failed: '
+              'dynamic batching preferred size must be <= max batch size for m"\n'
+              "| a table | of options |\nerror: creating server: Internal - failed")
+    assert summary(reason) == [
+        "online: Triton failed to load model 'm' (tritonserver exit code 1):",
+        '"Poll failed: dynamic batching preferred size must be <= max batch size for m"',
+        "error: creating server: Internal - failed"]
+    assert summary("online: perf_analyzer found no stable\nx\ny") == [
+        "online: perf_analyzer found no stable", "x", "y"]
+
+
+# --- real Snakemake, Triton and perf_analyzer on the tiny model --------------------------
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("search")
+
+
+def _summary(work: Path) -> dict:
+    return json.loads((work / SEARCH / "search.json").read_text())
+
+
+@pytest.mark.e2e
+def test_descent_then_grid_share_their_points(work):
+    """The descent measures at most the grid's points; the grid then measures only the
+    points the descent did not, and both picks are reported."""
+    snakemake(work, f"{SEARCH}/README.md", "--config", "search={strategy: descent}")
+    descent = _summary(work)
+    assert descent["strategy"] == "descent" and descent["seed"] == "i1-q100-m8"
+    measured = descent["points"]
+    assert measured[0] == "i1-q100-m8" and len(measured) <= 4
+    readme = (work / SEARCH / "README.md").read_text()
+    assert f"Strategy **descent**: {len(measured)} of the grid's 4 points measured" in readme
+
+    plan = planned_jobs(snakemake(work, "-n", f"{SEARCH}/README.md"))
+    assert plan == {"search_repository": 4 - len(measured), "search_point": 4 - len(measured),
+                    "search_report": 1}
+    snakemake(work, f"{SEARCH}/README.md")
+    grid = _summary(work)
+    assert grid["strategy"] == "grid" and len(grid["points"]) == 4
+    assert all(r["status"] == "ok" for r in grid["results"].values())
+    for point in grid["points"]:  # each measured point's tables beside its point.json
+        assert (work / SEARCH / point / "online.csv").is_file()
+        assert (work / SEARCH / point / "offline.csv").is_file()
+    # the descent's points are the grid's files: its pick scored on them
+    budget = grid["p99_budget_ms"]
+    ratio = (search.score(grid["results"][descent["best_within_budget"]], budget)
+             / search.score(grid["results"][grid["best_within_budget"]], budget))
+    print(f"descent: {len(measured)} of 4 points, its pick {descent['best_within_budget']} "
+          f"at {ratio:.3f} of the grid's best {grid['best_within_budget']}")
+    assert 0 < ratio <= 1
+    bench = subprocess.run([sys.executable, str(ROOT / "scripts/bench_search.py"), "tft-tiny",
+                            "cpu", "onnx", "fp32", "--directory", str(work)],
+                           capture_output=True, text=True, check=True).stdout
+    assert f"points measured: {len(measured)} of 4 = {len(measured) / 4:.2f}" in bench
+    assert "descent / grid throughput within the budget: " in bench
+    assert "Nothing to be done" in snakemake(work, "-n", f"{SEARCH}/README.md").stdout
+
+
+@pytest.mark.e2e
+def test_the_winner_config_parses_with_tritons_protobuf(work):
+    winner = (work / SEARCH / "winner/config.pbtxt").read_text()
+    config = text_format.Parse(winner, model_config_pb2.ModelConfig())
+    chosen = search.parse_point(_summary(work)["winner"])
+    assert config.name == "tft-tiny" and config.instance_group[0].count == chosen["instances"]
+    assert config.dynamic_batching.max_queue_delay_microseconds == chosen["max_queue_delay_us"]
+    readme = (work / SEARCH / "README.md").read_text()
+    assert winner.strip() in readme and "![online frontier](frontier.png)" in readme
+    assert (work / SEARCH / "frontier.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.e2e
+def test_a_new_value_builds_only_its_points_and_a_failing_point_does_not_stop_it(work):
+    """max batch 2 beside 8: its points (preferred [4, 8]) are refused by Triton at load;
+    they are recorded as failed with Triton's reason, the others stay measured."""
+    models = work / "models"
+    shutil.copytree(ROOT / "tests/config/models", models, dirs_exist_ok=True)
+    path = models / "tft-tiny.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["search"]["max_batch_size"] = [8, 2]
+    path.write_text(yaml.safe_dump(config))
+    setting = f"models_dir={models}"
+    plan = planned_jobs(snakemake(work, "-n", f"{SEARCH}/README.md", "--config", setting))
+    assert plan == {"search_repository": 4, "search_point": 4, "search_report": 1}
+    snakemake(work, f"{SEARCH}/README.md", "--config", setting)
+    grid = _summary(work)
+    failed = [n for n, r in grid["results"].items() if r["status"] == "failed"]
+    assert sorted(failed) == ["i1-q100-m2", "i1-q2000-m2", "i2-q100-m2", "i2-q2000-m2"]
+    assert grid["winner"].endswith("-m8") and len(grid["results"]) == 8
+    for point in failed:
+        result = grid["results"][point]
+        assert "preferred size must be <= max batch size" in result["reason"]
+        assert not list((work / SEARCH / point).glob("*.csv"))  # nothing passes for a result
+    readme = (work / SEARCH / "README.md").read_text()
+    assert "| [i1-q100-m2](i1-q100-m2/point.json) | 1 | 100 | 2 | failed (online: " in readme
+    assert "## Failed points" in readme
+    assert "Nothing to be done" in snakemake(
+        work, "-n", f"{SEARCH}/README.md", "--config", setting).stdout
+
+
+@pytest.mark.e2e
+def test_a_bad_search_stops_the_run_before_any_job(work, tmp_path):
+    models = tmp_path / "models"
+    shutil.copytree(ROOT / "tests/config/models", models)
+    path = models / "tft-tiny.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["search"]["preferred_batch_sizes"] = [[4], [16]]
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(work, "-n", "--config", f"models_dir={models}", check=False)
+    assert result.returncode != 0
+    assert "[16] exceed every max batch size searched (8)" in result.stdout + result.stderr
+
+
+def test_the_model_report_lists_the_searches_on_disk(tmp_path):
+    from deploybench.steps.report import searches_table
+
+    folder = tmp_path / "results/m/h100/aoti-cg_fp16/search"
+    folder.mkdir(parents=True)
+    level = {"batch": 16, "concurrency": 64, "shared_memory": "none", "avg_ms": 5.0}
+    (folder / "search.json").write_text(json.dumps({
+        "strategy": "grid", "points": ["i1", "i2"], "grid": ["i1", "i2"], "p99_budget_ms": 25,
+        "winner": "i2", "seed": "i1",
+        "results": {"i1": {"status": "ok", "online": [{**level, "throughput": 1000.0,
+                                                      "p99_ms": 9.5}]},
+                    "i2": {"status": "ok", "online": [{**level, "throughput": 2500.0,
+                                                      "p99_ms": 12.25}]}}}))
+    table = searches_table(tmp_path / "results/m/README.md")
+    row = table.iloc[0].to_dict()
+    assert row["Search"] == "[aoti-cg_fp16](h100/aoti-cg_fp16/search/README.md)"
+    assert row["its online peak"] == "2,500 inf/s, p99 12.25 ms"
+    assert row["its peak"] == "1,000 inf/s, p99 9.50 ms" and row["Strategy"] == "grid, 2 of 2"
