@@ -296,7 +296,7 @@ def reported(pattern):
         ("configuration", cfg(), "{gpu}/{backend}_{precision}"),
         ("model", layout.MODEL, MODEL_FILES),
     ):
-        if pattern.startswith(folder + "/"):
+        if pattern.startswith(f"{folder}/"):
             name = Path(pattern[len(folder) + 1 :])
             break
     else:
