@@ -228,14 +228,21 @@ def point_step_spec(run: dict, step: str) -> dict:
 
 # --- results: what a measured point's point.json holds, and how points are ranked ---------
 
-def score(result: dict, budget_ms: float | None) -> float:
-    """A point's best online throughput at a level within the p99 budget (every level
-    without a budget); -inf for a failed point or one with no level within it."""
+def peak(result: dict, budget_ms: float | None) -> dict | None:
+    """A point's online level of highest throughput within the p99 budget (of every level
+    without a budget); None for a failed point or one with no level within it."""
     if result.get("status") != OK:
-        return -math.inf
+        return None
     levels = [r for r in result.get("online", [])
               if budget_ms is None or r["p99_ms"] <= budget_ms]
-    return max((r["throughput"] for r in levels), default=-math.inf)
+    return max(levels, key=lambda r: r["throughput"], default=None)
+
+
+def score(result: dict, budget_ms: float | None) -> float:
+    """A point's throughput at its peak within the budget (-inf where it has none): how
+    points are ranked."""
+    top = peak(result, budget_ms)
+    return -math.inf if top is None else top["throughput"]
 
 
 def best(results: dict[str, dict], budget_ms: float | None) -> str | None:

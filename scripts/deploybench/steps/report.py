@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, layout, provenance, source_model
+from .. import search as configuration_search
 from ..backends import export_precision
 from ..cluster import CPU_KEY
 from ..config import online_refusal, serves_online
@@ -618,9 +619,9 @@ def _search_peak(result: dict | None) -> str:
     """A search point's online peak and its p99 ("not measured", "failed")."""
     if result is None:
         return "not measured"
-    if result["status"] != "ok":
+    if result["status"] != configuration_search.OK:
         return "failed"
-    top = max(result["online"], key=lambda r: r["throughput"])
+    top = configuration_search.peak(result, None)
     return f"{top['throughput']:,.0f} inf/s, p99 {top['p99_ms']:.2f} ms"
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from .. import atomic
 from .. import search as configuration_search
+from ..search import peak
 from ..tables import THROUGHPUT, read_perf
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
@@ -124,13 +125,6 @@ def search_report(spec: dict, points: list[Path], repositories: list[Path], out:
                    out.parent, frontier)
     with atomic.output(out) as tmp:
         tmp.write_text(text)
-
-
-def peak(result: dict, budget_ms: float | None) -> dict | None:
-    """A measured point's online level of highest throughput (within the budget)."""
-    levels = [r for r in result.get("online", [])
-              if budget_ms is None or r["p99_ms"] <= budget_ms]
-    return max(levels, key=lambda r: r["throughput"], default=None)
 
 
 def _seed(results: dict, seed: str, chosen: str) -> str:
