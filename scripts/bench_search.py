@@ -9,6 +9,8 @@ while measuring at most half the points.
 
     python scripts/bench_search.py MODEL GPU BACKEND PRECISION [--budget MS] [--passes N]
         [--directory .]
+    python scripts/bench_search.py --folder results/tft/h100/search-2026-11-25/aoti-cg_fp16/search
+        --measured   # a search kept in a dated set, its grid partly measured
 
 Build the grid first: snakemake results/<model>/<gpu>/<backend>_<precision>/search/README.md
 (strategy grid, the default). It measures nothing itself.
@@ -32,36 +34,55 @@ THROUGHPUT_TARGET, POINTS_TARGET = 0.95, 0.5
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("model", "gpu", "backend", "precision"):
-        parser.add_argument(name)
+    parser.add_argument("key", nargs="*", metavar="MODEL GPU BACKEND PRECISION",
+                        help="the configuration whose search to read")
+    parser.add_argument("--folder", type=Path,
+                        help="a search folder instead (e.g. one kept in a dated set)")
+    parser.add_argument("--measured", action="store_true",
+                        help="a partial grid: against the best of the points measured so far "
+                             "(a missing point could beat it; the output says how many)")
     parser.add_argument("--budget", type=float, help="p99 budget in ms (default: the search's)")
     parser.add_argument("--passes", type=int, help="descent passes (default: the search's)")
     parser.add_argument("--directory", type=Path, default=Path("."),
                         help="the workflow's directory (where results/ is)")
     args = parser.parse_args(argv)
-    key = {k: getattr(args, k) for k in ("model", "gpu", "backend", "precision")}
-    folder = args.directory / layout.fill(layout.search(""), **key)
+    if (len(args.key) == 4) == (args.folder is not None):
+        parser.error("give either MODEL GPU BACKEND PRECISION or --folder")
+    if args.folder is not None:
+        folder = args.folder
+    else:
+        key = dict(zip(("model", "gpu", "backend", "precision"), args.key))
+        folder = args.directory / layout.fill(layout.search(""), **key)
     summary_path = folder / "search.json"
     if not summary_path.is_file():
         print(f"{summary_path}: no search built; build its grid first (snakemake "
               f"{folder / 'README.md'})", file=sys.stderr)
         return 1
     summary = json.loads(summary_path.read_text())
+    key = summary["key"]
     missing = [n for n in summary["grid"] if not (folder / n / "point.json").is_file()]
-    if missing:
+    if missing and not args.measured:
         print(f"the grid is not built: {len(missing)} of {len(summary['grid'])} points missing "
-              f"({', '.join(missing[:5])}...); build it with strategy grid", file=sys.stderr)
+              f"({', '.join(missing[:5])}...); build it with strategy grid, or compare with the "
+              "points measured (--measured)", file=sys.stderr)
         return 1
-    results = {n: json.loads((folder / n / "point.json").read_text()) for n in summary["grid"]}
+    results = {n: json.loads((folder / n / "point.json").read_text())
+               for n in summary["grid"] if n not in missing}
     budget = args.budget if args.budget is not None else summary["p99_budget_ms"]
     search = {**summary["dimensions"],
               "descent_passes": args.passes or summary.get("descent_passes", 1)}
     seed = configuration_search.parse_point(summary["seed"])
-    visited, pick = configuration_search.descent(search, seed, results.__getitem__, budget)
+    try:
+        visited, pick = configuration_search.descent(search, seed, results.__getitem__, budget)
+    except KeyError as err:
+        print(f"the descent needs point {err} of the grid, which is not measured",
+              file=sys.stderr)
+        return 1
     best = configuration_search.best(results, budget)
     name = f"{key['model']}/{key['gpu']}/{key['backend']}_{key['precision']}"
     within = f"p99 <= {budget} ms" if budget is not None else "no budget"
-    print(f"search {name}: grid of {len(results)} points, {within}")
+    print(f"search {name}: grid of {len(summary['grid'])} points, {len(results)} measured"
+          f"{' (the grid best below is of those)' if missing else ''}, {within}")
     if best is None:
         print("no point of the grid has an online level within the budget")
         return 1
@@ -73,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
 
     ratio = (configuration_search.score(results[pick], budget)
              / configuration_search.score(results[best], budget)) if pick else 0.0
-    fraction = len(visited) / len(results)
+    fraction = len(visited) / len(summary["grid"])
     print(f"grid's best: {described(best)}")
     print(f"descent's pick: {described(pick)}, after {len(visited)} points "
           f"({' '.join(visited)})")
     print(f"descent / grid throughput within the budget: {ratio:.3f} "
           f"(target >= {THROUGHPUT_TARGET})")
-    print(f"points measured: {len(visited)} of {len(results)} = {fraction:.2f} "
+    print(f"points measured: {len(visited)} of {len(summary['grid'])} = {fraction:.2f} "
           f"(target <= {POINTS_TARGET})")
     return 0
 

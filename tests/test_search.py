@@ -265,7 +265,7 @@ def test_a_bad_search_stops_the_run_before_any_job(work, tmp_path):
 
 
 def test_the_model_report_lists_the_searches_on_disk(tmp_path):
-    from deploybench.steps.report import searches_table
+    from deploybench.steps.report import _search_peak, searches_table
 
     folder = tmp_path / "results/m/h100/aoti-cg_fp16/search"
     folder.mkdir(parents=True)
@@ -277,8 +277,65 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
                                                       "p99_ms": 9.5}]},
                     "i2": {"status": "ok", "online": [{**level, "throughput": 2500.0,
                                                       "p99_ms": 12.25}]}}}))
+    # a search kept in a dated set (its NOTES.md) is listed too; a stray one is not
+    for where in ("h100/search-2026-11-25", "h100/stray"):
+        kept = tmp_path / f"results/m/{where}/aoti-cg_fp16/search"
+        kept.mkdir(parents=True)
+        summary = json.loads((folder / "search.json").read_text())
+        (kept / "search.json").write_text(json.dumps({**summary, "strategy": "descent",
+                                                      "points": ["i1"], "winner": "i1"}))
+    (tmp_path / "results/m/h100/search-2026-11-25/NOTES.md").write_text("# a set\n")
     table = searches_table(tmp_path / "results/m/README.md")
+    assert len(table) == 2
     row = table.iloc[0].to_dict()
     assert row["Search"] == "[aoti-cg_fp16](h100/aoti-cg_fp16/search/README.md)"
-    assert row["its online peak"] == "2,500 inf/s, p99 12.25 ms"
-    assert row["its peak"] == "1,000 inf/s, p99 9.50 ms" and row["Strategy"] == "grid, 2 of 2"
+    assert row["Winner: online peak"] == "2,500 inf/s at 64, p99 12.25 ms"
+    assert row["Seed's values: online peak"] == "1,000 inf/s at 64, p99 9.50 ms"
+    assert row["Strategy"] == "grid, 2 of 2"
+    assert row["Winner: within the budget"] == "2,500 inf/s at 64, p99 12.25 ms"
+    assert _search_peak({"status": "ok", "online": [{**level, "throughput": 1.0,
+                                                     "p99_ms": 30.0}]}, 25) == "none"
+    assert _search_peak({"status": "failed"}, 25) == "failed"
+    row = table.iloc[1].to_dict()
+    assert row["GPU"] == "h100" and row["Strategy"] == "descent, 1 of 2"
+    assert row["Search"] == ("[search-2026-11-25/aoti-cg_fp16]"
+                             "(h100/search-2026-11-25/aoti-cg_fp16/search/README.md)")
+    assert row["Winner"] == "i1" and row["Winner: online peak"] == "1,000 inf/s at 64, p99 9.50 ms"
+
+
+def _bench(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts/bench_search.py"), *args],
+                          capture_output=True, text=True)
+
+
+def test_the_bench_compares_a_partial_grid_only_when_asked(tmp_path):
+    """A search kept with part of its grid measured (as the H100 one): the descent walked
+    over the measured points against the best of them, with how many are missing; the
+    plain call refuses, and so does a walk that needs a missing point."""
+    dims = {"instances": [1, 2], "max_queue_delay_us": [100, 1000]}
+    throughput = {"i1-q100": 1000.0, "i2-q100": 3000.0, "i2-q1000": 2000.0, "i1-q1000": 9000.0}
+    (tmp_path / "search.json").write_text(json.dumps({
+        "key": {"model": "m", "gpu": "h100", "backend": "aoti-cg", "precision": "fp16"},
+        "grid": search.grid(dims), "dimensions": dims, "seed": "i1-q100",
+        "p99_budget_ms": 25, "descent_passes": 1}))
+
+    def measured(*names):
+        for name in names:
+            (tmp_path / name).mkdir(exist_ok=True)
+            (tmp_path / name / "point.json").write_text(json.dumps({"status": "ok", "online": [
+                {"concurrency": 8, "throughput": throughput[name], "p99_ms": 20.0}]}))
+
+    measured("i1-q100", "i2-q100")  # the descent then needs i2-q1000
+    assert "not built: 2 of 4 points missing" in _bench("--folder", str(tmp_path)).stderr
+    walk = _bench("--folder", str(tmp_path), "--measured")
+    assert walk.returncode == 1 and "needs point 'i2-q1000'" in walk.stderr
+    measured("i2-q1000")  # i1-q1000, the grid's best, unmeasured: the descent skips it
+    out = _bench("--folder", str(tmp_path), "--measured").stdout
+    assert "grid of 4 points, 3 measured (the grid best below is of those)" in out
+    assert "descent's pick: i2-q100, 3,000 inf/s, after 3 points" in out
+    assert "descent / grid throughput within the budget: 1.000" in out
+    assert "points measured: 3 of 4 = 0.75" in out
+    measured("i1-q1000")  # the full grid: its best is the point the descent skipped
+    out = _bench("--folder", str(tmp_path)).stdout
+    assert "grid's best: i1-q1000, 9,000 inf/s" in out
+    assert "descent / grid throughput within the budget: 0.333" in out

@@ -140,8 +140,13 @@ def dated_sets(model_report: Path) -> list[Path]:
 
 
 def searches(model_report: Path) -> list[Path]:
-    """The configuration searches built so far beside a model report (their search.json)."""
-    return sorted(Path(model_report).parent.glob("*/*/search/search.json"))
+    """The configuration searches beside a model report (their search.json): those built
+    in configuration folders, `<gpu>/<configuration>/search/`, and those kept in dated
+    sets, `<gpu>/<set>/<configuration>/search/`."""
+    folder = Path(model_report).parent
+    kept = [p for p in folder.glob("*/*/*/search/search.json")
+            if (p.parents[2] / SET_NOTES).is_file()]
+    return sorted([*folder.glob("*/*/search/search.json"), *kept])
 
 
 def history_copy(path: str | Path, stamp: str) -> Path:

@@ -603,26 +603,35 @@ def searches_table(out: Path) -> pd.DataFrame:
     rows = []
     for path in layout.searches(out):
         found = json.loads(path.read_text())
-        where = layout.configuration_of(path.parent.parent)
+        # <gpu>/[<dated set>/]<configuration>/search
+        where = path.parent.relative_to(Path(out).parent)
         winner, seed = found["winner"], found["seed"]
         rows.append({
-            "GPU": where["gpu"],
-            "Search": f"[{where['name']}]({path.parent.relative_to(Path(out).parent)}/README.md)",
+            "GPU": where.parts[0],
+            "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
             "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
-            "p99 budget (ms)": found["p99_budget_ms"],
-            "Winner": winner, "its online peak": _search_peak(found["results"].get(winner)),
-            "Seed's values": seed, "its peak": _search_peak(found["results"].get(seed))})
+            "p99 budget (ms)": found["p99_budget_ms"]})
+        for who, point in (("Winner", winner), ("Seed's values", seed)):
+            result = found["results"].get(point)
+            rows[-1] |= {who: point,
+                         f"{who}: within the budget": _search_peak(result,
+                                                                   found["p99_budget_ms"]),
+                         f"{who}: online peak": _search_peak(result, None)}
     return pd.DataFrame(rows)
 
 
-def _search_peak(result: dict | None) -> str:
-    """A search point's online peak and its p99 ("not measured", "failed")."""
+def _search_peak(result: dict | None, budget_ms: float | None) -> str:
+    """A search point's best online level within the budget (of all, without one), its
+    concurrency and p99 ("not measured", "failed", "none" within the budget)."""
     if result is None:
         return "not measured"
     if result["status"] != configuration_search.OK:
         return "failed"
-    top = configuration_search.peak(result, None)
-    return f"{top['throughput']:,.0f} inf/s, p99 {top['p99_ms']:.2f} ms"
+    top = configuration_search.peak(result, budget_ms)
+    if top is None:
+        return "none"
+    return (f"{top['throughput']:,.0f} inf/s at {top['concurrency']}, "
+            f"p99 {top['p99_ms']:.2f} ms")
 
 
 def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
