@@ -88,6 +88,11 @@ def test_torch_compile_reports_its_first_calls(built, settings):
                       (run / "logs/offline_server.log").read_text())
     assert said and {mode for mode, _ in said} == {spec.get("compile_mode", "default")}
     assert {int(b) for _, b in said} <= allowed  # no bucket of 1: batch 1 ran padded to 2
+    # each instance says how long its runner took to load (one instance on the cpu key)
+    loads = re.findall(r"deploybench: instance (\S+) loaded its torch-compile runner in "
+                       r"([0-9.]+) s", (run / "logs/offline_server.log").read_text())
+    assert [name for name, _ in loads] == ["tft-tiny_0_0"], loads
+    assert float(loads[0][1]) >= 0
     # online: the warm-up reached every bucket the dynamic batcher can form, so none of
     # them compiled inside a measurement window
     online = {int(b) for b in re.findall(r"first call of batch bucket (\d+) took",

@@ -70,7 +70,12 @@ class TritonPythonModel:
             compile_mode=params.get("compile_mode", "default"),
         )
         artifact = Path(args["model_repository"]) / args["model_version"] / params["artifact"]
+        started = time.perf_counter()
         self.runner = load(params["runner"], artifact, options)
+        # in the server log: the runner's share of an instance's load (a search point on the
+        # H100 waited 22-30 s for its instances, 2026-11-25), the rest the stub's start
+        print(f"deploybench: instance {args['model_instance_name']} loaded its {params['runner']} "
+              f"runner in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
         # DEPLOYBENCH_PROFILE_EVERY=N: every N executions, where their time went (stderr,
         # i.e. the server log): taking the inputs, running the model, making the responses
         self.profile_every = int(os.environ.get("DEPLOYBENCH_PROFILE_EVERY", "0"))
