@@ -52,6 +52,18 @@ def snakemake(workdir: Path, *args: str, check: bool = True, profile: str | None
     return result
 
 
+def measuring_rules() -> set[str]:
+    """The rules of the measuring group (`group: DEVICE_GROUP` in rules/*.smk, and those a
+    `use rule` derives from them): a configuration's steps that share one cluster job."""
+    text = "\n".join(p.read_text() for p in sorted((ROOT / "rules").glob("*.smk")))
+    grouped = set(re.findall(r"^(?:rule|checkpoint) (\w+):(?:\n    .*)*?\n    group:\n"
+                             r"        DEVICE_GROUP", text, re.M))
+    for base, derived in re.findall(r"^use rule (\w+) as (\w+)", text, re.M):
+        if base in grouped:
+            grouped.add(derived)
+    return grouped
+
+
 def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
     """rule -> count of a dry-run's job table."""
     table = re.search(r"^job\s+count\n-+\s+-+\n(.*?)^total", result.stdout, re.M | re.S)

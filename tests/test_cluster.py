@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from conftest import ROOT, main_config, snakemake
+from conftest import ROOT, main_config, measuring_rules, snakemake
 from deploybench.cluster import DEVICE_GROUP, job_resources
 from deploybench.config import Settings
 
@@ -77,6 +77,5 @@ def test_the_cluster_profiles_run_a_configurations_measuring_steps_as_one_job(pr
     assert settings["group-components"] == [f"{DEVICE_GROUP}=3"]
     assert settings["resources"] == ["bench_slot=1"]
     assert settings["set-resource-scopes"] == ["bench_slot=local"]
-    grouped = re.findall(r"^rule (\w+):(?:\n    .*)*?\n    group:\n        DEVICE_GROUP",
-                         (ROOT / "rules/serve.smk").read_text(), re.M)
-    assert grouped == ["accuracy", "offline", "floor", "native"]  # online: `use rule offline`
+    assert measuring_rules() == {"accuracy", "offline", "online", "floor", "native",
+                                 "search_point"}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, main_config, snakemake
+from conftest import ROOT, TINY, main_config, measuring_rules, snakemake
 from deploybench import layout
 from deploybench.cluster import DEVICE_GROUP
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e  # the real Snakemake and executor plugin
 CONFIGURATION = "results/tft-tiny/h100/onnx_fp32"
 MEASURED = [f"{CONFIGURATION}/{name}" for name in ("offline.csv", "floor.csv", "native.csv")]
 EXPORT = "results/tft-tiny/export/ts-trace/model.pt"
-GROUPED = {"accuracy", "offline", "online", "floor", "native"}  # the rules in DEVICE_GROUP
+GROUPED = measuring_rules()
 
 
 class KubernetesApi(BaseHTTPRequestHandler):

@@ -18,11 +18,12 @@ from .device import runs_on_device
 RESOURCES = ("mem_mb", "runtime", "cpus_per_task", "slurm_partition", "constraint",
              "gpu", "gpu_model", "gpu_manufacturer", "machine_type")
 CPU_KEY = "cpu"  # the registry key whose placement the jobs without a device get
-# The measuring steps of one configuration (accuracy, offline, online, floor, native) form
-# one cluster job, so that served and native are measured on one machine. The group's
-# name has the configuration's wildcards; the cluster profiles merge the steps no file
-# connects (`group-components: <DEVICE_GROUP>=3`: accuracy->offline/online, floor, native)
-# and scope bench_slot to the group job, so that they run one after another on its GPU.
+# The measuring steps of one configuration (the rules with `group: DEVICE_GROUP`) form one
+# cluster job, so that served and native are measured on one machine. The group's name has
+# the configuration's wildcards; the cluster profiles merge the steps no file connects
+# (`group-components: <DEVICE_GROUP>=3`: accuracy and what reads it, offline, online and
+# the search's points; floor; native) and scope bench_slot to the group job, so that they
+# run one after another on its GPU.
 DEVICE_GROUP = "device-{model}-{gpu}-{backend}-{precision}"
 
 
