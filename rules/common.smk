@@ -367,5 +367,5 @@ def search_inputs(w):
         names, _ = configuration_search.descent(search, triton, measure, budget)
     return {
         "points": [layout.fill(pnt("point.json"), **key_of(w), point=n) for n in names],
-        "repositories": [layout.fill(pnt("model_repository"), **key_of(w), point=n) for n in names],
+        "configs": [layout.fill(pnt("config.pbtxt"), **key_of(w), point=n) for n in names],
     }

@@ -32,6 +32,7 @@ checkpoint search_point:
         accuracy=cfg("accuracy.csv"),
     output:
         out=pnt("point.json"),
+        config=pnt("config.pbtxt"),
     log:
         log=pnt("logs/point.log"),
         offline_perf_log=pnt("logs/offline_perf_analyzer.log"),

@@ -17,7 +17,11 @@ from tritonclient.grpc import model_config_pb2
 from conftest import ROOT, main_config, planned_jobs, snakemake
 from deploybench import search
 from deploybench.config import ConfigError, Settings
-from deploybench.steps.search import summary
+from deploybench.steps import performance
+from deploybench.steps.search import search_point, summary
+from deploybench.triton.install import InstallMissing
+from deploybench.triton.perf_analyzer import PerfError
+from deploybench.triton.server import ServerError
 
 RUN = "results/tft-tiny/cpu/onnx_fp32"
 SEARCH = f"{RUN}/search"
@@ -162,6 +166,42 @@ def test_a_failed_point_is_summarised_by_its_error_lines():
         "online: perf_analyzer found no stable", "x", "y"]
 
 
+@pytest.mark.parametrize("error, recorded", [
+    (ServerError("model 'm' did not load: out of memory"), True),
+    (PerfError("perf_analyzer found no stable online measurement"), True),
+    (InstallMissing("tritonserver binary '/x' does not exist"), False),
+    (KeyError("throughput"), False),
+])
+def test_only_a_points_own_failure_is_recorded(tmp_path, monkeypatch, error, recorded):
+    """A failure the point's values can cause is its recorded reason (the job succeeds); a
+    missing server or a bug would fail every point alike, so it fails the job and leaves
+    no point.json."""
+    def online(*args):
+        (tmp_path / "online.csv").write_text("partial")  # a failed run's leftovers
+        raise error
+
+    monkeypatch.setattr(performance, "online", online)
+    spec = {"search_point": {"name": "i2", "values": {"instances": 2}, "scenarios": ["online"]},
+            "model": {"triton": TRITON}, "key": {"model": "m"}}
+    repository = tmp_path / "model_repository"
+    (repository / "m").mkdir(parents=True)
+    (repository / "m/config.pbtxt").write_text('name: "m"\nmax_batch_size: 8\n')
+    logs = [tmp_path / f"{n}.log" for n in ("op", "os", "np", "ns")]
+    out, config = tmp_path / "point.json", tmp_path / "config.pbtxt"
+    if recorded:
+        search_point(spec, repository, tmp_path, tmp_path, out, config, *logs)
+        result = json.loads(out.read_text())
+        assert result["status"] == "failed" and result["scenario"] == "online"
+        assert str(error) in result["reason"]
+        # what the point served is kept beside it (its repository is not kept)
+        assert config.read_text() == (repository / "m/config.pbtxt").read_text()
+    else:
+        with pytest.raises(type(error)):
+            search_point(spec, repository, tmp_path, tmp_path, out, config, *logs)
+        assert not out.exists()
+    assert not (tmp_path / "online.csv").exists()  # no table that could pass for a result
+
+
 # --- real Snakemake, Triton and perf_analyzer on the tiny model --------------------------
 
 @pytest.fixture(scope="module")
@@ -195,6 +235,14 @@ def test_descent_then_grid_share_their_points(work):
     for point in grid["points"]:  # each measured point's tables beside its point.json
         assert (work / SEARCH / point / "online.csv").is_file()
         assert (work / SEARCH / point / "offline.csv").is_file()
+        # and the config it served, with the point's values
+        served = text_format.Parse((work / SEARCH / point / "config.pbtxt").read_text(),
+                                   model_config_pb2.ModelConfig())
+        values = search.parse_point(point)
+        assert served.instance_group[0].count == values["instances"]
+        assert served.max_batch_size == values["max_batch_size"]
+        assert (served.dynamic_batching.max_queue_delay_microseconds
+                == values["max_queue_delay_us"])
     # the descent's points are the grid's files: its pick scored on them
     budget = grid["p99_budget_ms"]
     ratio = (search.score(grid["results"][descent["best_within_budget"]], budget)

@@ -103,7 +103,7 @@ def search(name: str) -> str:
 
 
 def search_point(name: str) -> str:
-    """A file of one search point (point.json, model_repository, logs/...)."""
+    """A file of one search point (point.json, config.pbtxt, model_repository, logs/...)."""
     return f"{SEARCH_POINT}/{name}"
 
 

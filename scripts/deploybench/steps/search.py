@@ -11,12 +11,14 @@ and the search goes on with the other points (Model Analyzer stops its search th
 from __future__ import annotations
 
 import json
+import queue
 import re
 import shutil
 import traceback
 from pathlib import Path
 
 import pandas as pd
+from tritonclient.utils import InferenceServerException
 
 from .. import atomic
 from .. import search as configuration_search
@@ -24,24 +26,37 @@ from ..search import peak
 from ..tables import THROUGHPUT, read_perf
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
+from ..triton.perf_analyzer import PerfError
+from ..triton.server import ServerError
 from . import performance
 from .plots import frontier_plot
 
 P99 = "p99 latency (ms)"
 AVERAGE = "avg latency (ms)"
+# What a point's own values can cause, recorded as its failure while the search goes on:
+# Triton refuses or cannot load it or dies (ServerError), it fails or does not answer the
+# warm-up's requests (InferenceServerException, queue.Empty), perf_analyzer finds no stable
+# measurement (PerfError). Anything else (a missing server, a failed accuracy, a bug) would
+# fail every point alike: it fails the job.
+POINT_FAILURES = (ServerError, PerfError, InferenceServerException, queue.Empty)
 # the longest reason a point.json keeps (the server's log tail or perf_analyzer's message)
 REASON_CHARS = 3000
 
 
 def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out: Path,
-                 offline_perf_log: Path, offline_server_log: Path, online_perf_log: Path,
-                 online_server_log: Path) -> None:
+                 config: Path, offline_perf_log: Path, offline_server_log: Path,
+                 online_perf_log: Path, online_server_log: Path) -> None:
     """Measure one point in its scenarios (online, then offline unless the search leaves
     it out); `out` (point.json) says whether it was measured (status ok, each scenario's
     rows, beside online.csv and offline.csv) or failed (status failed, the scenario and
-    the reason; no CSV)."""
+    the reason; no CSV). `config`: the config.pbtxt it served, kept beside them, so that a
+    point's folder says what it measured without its repository (which holds the model)."""
     folder = out.parent
     point = spec["search_point"]
+    served = triton_repository.config_path(repository, spec["key"]["model"])
+    triton_config.read(served)  # parses as Triton's ModelConfig
+    with atomic.output(config) as tmp:
+        shutil.copyfile(served, tmp)
     files = {s: (folder / f"{s}.csv", folder / f"{s}.json")
              for s in configuration_search.SCENARIOS}
     _remove(files)  # an earlier measurement of this point is no result of this one
@@ -54,9 +69,11 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
         for scenario in point["scenarios"]:
             measure = getattr(performance, scenario)
             measure(spec, repository, perf_data, accuracy, *files[scenario], *logs[scenario])
-    except Exception as err:  # recorded: the search goes on with the other points
-        traceback.print_exc()
-        _remove(files)
+    except Exception as err:
+        _remove(files)  # no table of a point whose measurement did not finish
+        if not isinstance(err, POINT_FAILURES):
+            raise  # it would fail every point alike
+        traceback.print_exc()  # recorded: the search goes on with the other points
         reason = f"{scenario}: {err}"
         if len(reason) > REASON_CHARS:
             reason = reason[:REASON_CHARS // 3] + "\n[...]\n" + reason[-2 * REASON_CHARS // 3:]
@@ -84,7 +101,7 @@ def _rows(table: pd.DataFrame) -> list[dict]:
             for _, r in table.iterrows()]
 
 
-def search_report(spec: dict, points: list[Path], repositories: list[Path], out: Path,
+def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path,
                   out_json: Path, winner: Path, frontier: Path) -> None:
     """The search's README: every point measured (values, status, online peak and its p99,
     best level within the budget), the frontier, the best point within the budget and the
@@ -101,9 +118,7 @@ def search_report(spec: dict, points: list[Path], repositories: list[Path], out:
     within = configuration_search.best(results, budget)
     fastest = configuration_search.best(results, None)
     chosen = within or fastest
-    repository = {Path(r).parent.name: Path(r) for r in repositories}[chosen]
-    config_pbtxt = triton_repository.config_path(repository, key["model"])
-    triton_config.read(config_pbtxt)  # parses as Triton's ModelConfig
+    config_pbtxt = {Path(c).parent.name: Path(c) for c in configs}[chosen]
     with atomic.output(winner) as tmp:
         shutil.copyfile(config_pbtxt, tmp)
     lines = [(key["gpu"], n, False, pd.DataFrame(
