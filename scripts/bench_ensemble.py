@@ -37,12 +37,12 @@ from deploybench.config import Settings  # noqa: E402
 from deploybench.ensemble import metrics as ensemble_metrics  # noqa: E402
 from deploybench.ensemble import parts as ensemble_parts  # noqa: E402
 from deploybench.ensemble import repository as ensemble_repository  # noqa: E402
-from deploybench.ensemble import requests as ensemble_requests  # noqa: E402
 from deploybench.runners.embeddings import (  # noqa: E402
     METADATA,
     RANKING,
     STORAGE,
     HierarchicalEmbeddings,
+    fused_keys,
     table_offsets,
 )
 from deploybench.tensors import numpy_dtype  # noqa: E402
@@ -136,14 +136,14 @@ def serve_sparse(triton, tmp: Path, ens: dict, ids: np.ndarray, sizes: list[int]
                  dim: int) -> tuple[float, dict]:
     """Samples/s of the sparse model on a real Triton over `ids` [requests, batch, tables]
     (the first request checked against the table and left out of the timing), each batch
-    sent as the ensemble sends it (its keys, ensemble.requests), and its cache counters."""
+    sent as the ensemble sends it (its fused-table keys), and its cache counters."""
     import tritonclient.grpc as grpcclient
 
     with TritonServer(triton, tmp / "repo", tmp / "server.log", "sparse") as server:
         client = grpcclient.InferenceServerClient(server.grpc_url)
 
         def infer(request_ids):
-            keys = ensemble_requests.keys(request_ids, sizes)
+            keys = fused_keys(request_ids, sizes)
             tensors = [grpcclient.InferInput(EMB_KEY, [len(keys)], "INT64"),
                        grpcclient.InferInput(EMB_N_KEY, [1], "INT32")]
             tensors[0].set_data_from_numpy(keys)

@@ -4,6 +4,8 @@ framework-backend and Merlin HPS servers) parsed back and wired end to end."""
 
 import json
 import re
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -13,7 +15,7 @@ import yaml
 from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
-from conftest import needs, snakemake
+from conftest import ROOT, needs, snakemake
 from deploybench import artifacts, source_model
 from deploybench.config import ConfigError
 from deploybench.ensemble import artifact as ensemble_artifact
@@ -466,3 +468,21 @@ def test_the_seeds_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
     cpu = step_spec(settings.run(model, "cpu", "hps-onnx", "fp32"), "offline")["model"]
     assert cpu["ensemble"]["perf_samples"] == 4096
     assert cpu["ensemble"]["warmup_samples"] == 16384 and cpu["accuracy"]["batch_size"] == 4096
+
+
+@pytest.mark.e2e
+def test_the_table_size_sweep_serves_tables_past_the_cache(tmp_path):
+    """scripts/bench_ensemble.py's sweep on a real Triton (it checks every size's lookups
+    against the table and exits otherwise): tables the size of the cache all hit it, tables
+    four times its size hit it in proportion to the skewed ids, well below 1."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/bench_ensemble.py"), "--parts", "sweep",
+         "--sweep-rows", "2048", "8192", "--cache-mb", "1", "--sweep-batch", "64",
+         "--sweep-requests", "5", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, check=True).stdout
+    rows = re.findall(r"^\| ([\d,]+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", out, re.M)
+    assert len(rows) == 2, out
+    (_, _, fits, fraction1, hits1), (_, _, past, fraction4, hits4) = rows
+    assert float(fits) <= 1.0 and float(fraction1) == 1.0 and float(hits1) == 1.0
+    assert 3.9 < float(past) < 4.1 and abs(float(fraction4) - 0.25) < 0.01
+    assert 0.25 <= float(hits4) < 0.9  # the most frequent rows are cached: above the fraction
