@@ -605,18 +605,17 @@ def searches_table(out: Path) -> pd.DataFrame:
         found = json.loads(path.read_text())
         # <gpu>/[<dated set>/]<configuration>/search
         where = path.parent.relative_to(Path(out).parent)
-        winner, seed = found["winner"], found["seed"]
-        rows.append({
+        budget = found["p99_budget_ms"]
+        row = {
             "GPU": where.parts[0],
             "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
             "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
-            "p99 budget (ms)": found["p99_budget_ms"]})
-        for who, point in (("Winner", winner), ("Seed's values", seed)):
+            "p99 budget (ms)": budget}
+        for who, point in (("Winner", found["winner"]), ("Seed's values", found["seed"])):
             result = found["results"].get(point)
-            rows[-1] |= {who: point,
-                         f"{who}: within the budget": _search_peak(result,
-                                                                   found["p99_budget_ms"]),
-                         f"{who}: online peak": _search_peak(result, None)}
+            row |= {who: point, f"{who}: within the budget": _search_peak(result, budget),
+                    f"{who}: online peak": _search_peak(result, None)}
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
