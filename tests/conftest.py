@@ -10,6 +10,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "config" / "tiny.yaml"
+# The checkout under test first, in this process and in every process it starts: a
+# PYTHONPATH naming another checkout's scripts/ would otherwise import that one's package
+# (a test changing this checkout's code would then see no change).
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT / "scripts"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def main_config(**overrides) -> dict:
@@ -35,7 +41,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True, profile: str | None
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     if project != ROOT:
-        env["PYTHONPATH"] = str(project / "scripts")
+        env["PYTHONPATH"] = f"{project / 'scripts'}{os.pathsep}{env['PYTHONPATH']}"
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(project / "Snakefile"),
            "--directory", str(workdir), "--configfile", str(TINY)]
     if profile:
