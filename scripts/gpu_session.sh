@@ -33,9 +33,9 @@ if [ -n "${GPU_TESTS:-}" ]; then  # the GPU runners' tests first (GPU_TESTS=1)
     tail -3 "$out/gpu_runners.log"
 fi
 # The last call's snakemake, killed at its time box, leaves its lock: nothing else runs here.
+rm -rf "$work/.snakemake/locks"
 # SECONDS: at most about 520 within the device's 600-s call: snakemake's stop (then a kill
 # 10 s later) and the packing below follow the box (a 565-s box once lost a call's results).
-rm -rf "$work/.snakemake/locks"
 timeout -k 10 "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
     --snakefile "$repo/Snakefile" --directory "$work" \
     --configfile "$repo/config/runs/h100.yaml" -c16 --keep-going --rerun-incomplete "$@" \
