@@ -364,7 +364,7 @@ def search_inputs(w):
 
         triton = run_of(w)["model"]["triton"]
         budget = search.get("p99_budget_ms")
-        names, _ = configuration_search.descent(search, triton, measure, budget)
+        names, _ = configuration_search.descent(search, triton, measure, budget, search["rank"])
     return {
         "points": [layout.fill(pnt("point.json"), **key_of(w), point=n) for n in names],
         "configs": [layout.fill(pnt("config.pbtxt"), **key_of(w), point=n) for n in names],

@@ -8,7 +8,7 @@ the grid's points it measured. Targets: within 5 % of the grid's best (ratio >= 
 while measuring at most half the points.
 
     python scripts/bench_search.py MODEL GPU BACKEND PRECISION [--budget MS] [--passes N]
-        [--directory .]
+        [--rank interpolated|measured] [--directory .]
     python scripts/bench_search.py --folder results/tft/h100/search-2026-11-25/aoti-cg_fp16/search
         --measured   # a search kept in a dated set, its grid partly measured
 
@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(a missing point could beat it; the output says how many)")
     parser.add_argument("--budget", type=float, help="p99 budget in ms (default: the search's)")
     parser.add_argument("--passes", type=int, help="descent passes (default: the search's)")
+    parser.add_argument("--rank", choices=configuration_search.RANKS,
+                        help="how a point's throughput within the budget is read from its "
+                             "levels (default: the search's; searches made before "
+                             "search.rank ranked measured levels)")
     parser.add_argument("--directory", type=Path, default=Path("."),
                         help="the workflow's directory (where results/ is)")
     args = parser.parse_args(argv)
@@ -69,18 +73,20 @@ def main(argv: list[str] | None = None) -> int:
     results = {n: json.loads((folder / n / "point.json").read_text())
                for n in summary["grid"] if n not in missing}
     budget = args.budget if args.budget is not None else summary["p99_budget_ms"]
+    rank = args.rank or summary.get("rank", "measured")
     search = {**summary["dimensions"],
               "descent_passes": args.passes or summary.get("descent_passes", 1)}
     seed = configuration_search.parse_point(summary["seed"])
     try:
-        visited, pick = configuration_search.descent(search, seed, results.__getitem__, budget)
+        visited, pick = configuration_search.descent(search, seed, results.__getitem__, budget,
+                                                     rank)
     except KeyError as err:
         print(f"the descent needs point {err} of the grid, which is not measured",
               file=sys.stderr)
         return 1
-    best = configuration_search.best(results, budget)
+    best = configuration_search.best(results, budget, rank)
     name = f"{key['model']}/{key['gpu']}/{key['backend']}_{key['precision']}"
-    within = f"p99 <= {budget} ms" if budget is not None else "no budget"
+    within = f"p99 <= {budget} ms, ranked {rank}" if budget is not None else "no budget"
     print(f"search {name}: grid of {len(summary['grid'])} points, {len(results)} measured"
           f"{' (the grid best below is of those)' if missing else ''}, {within}")
     if best is None:
@@ -90,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     def described(point):
         if point is None:
             return "none within the budget"
-        return f"{point}, {configuration_search.score(results[point], budget):,.0f} inf/s"
+        return f"{point}, {configuration_search.score(results[point], budget, rank):,.0f} inf/s"
 
-    ratio = (configuration_search.score(results[pick], budget)
-             / configuration_search.score(results[best], budget)) if pick else 0.0
+    ratio = (configuration_search.score(results[pick], budget, rank)
+             / configuration_search.score(results[best], budget, rank)) if pick else 0.0
     fraction = len(visited) / len(summary["grid"])
     print(f"grid's best: {described(best)}")
     print(f"descent's pick: {described(pick)}, after {len(visited)} points "

@@ -77,6 +77,8 @@ def test_a_point_runs_the_configuration_with_its_values():
     ({"instances": [1], "strategy": "random"}, "strategy 'random' is unknown; valid strategies: "
      "grid, descent"),
     ({"instances": [1], "p99_budget_ms": 0}, "p99_budget_ms '0' must be"),
+    ({"instances": [1], "rank": "median"}, "rank 'median' is unknown; valid ranks: "
+     "interpolated, measured"),
     ({"strategy": "grid"}, "lists no values to try"),
 ])
 def test_a_bad_search_is_refused_naming_the_value(values, message):
@@ -117,13 +119,51 @@ def test_the_configs_searches(settings):
 
 
 def test_the_budget_and_strategy_come_from_the_command_line():
-    config = main_config(search={"strategy": "descent", "p99_budget_ms": 7.5})
+    config = main_config(search={"strategy": "descent", "p99_budget_ms": 7.5,
+                                 "rank": "measured"})
     tiny = search.configured(Settings(config), "tft-tiny", "cpu", "onnx")
     assert tiny["strategy"] == "descent" and tiny["p99_budget_ms"] == 7.5
+    assert tiny["rank"] == "measured"
+    assert search.configured(Settings(main_config()), "tft-tiny", "cpu", "onnx")["rank"] == (
+        "interpolated")
 
 
 def _result(throughput, p99=1.0, status=search.OK):
-    return {"status": status, "online": [{"throughput": throughput, "p99_ms": p99}]}
+    return {"status": status, "online": [{"concurrency": 1, "throughput": throughput,
+                                          "p99_ms": p99}]}
+
+
+def _levels(*levels):
+    """A measured point of (concurrency, throughput, p99 ms) levels."""
+    return {"status": search.OK, "online": [{"concurrency": c, "throughput": t, "p99_ms": p}
+                                            for c, t, p in levels]}
+
+
+def test_the_throughput_at_the_budget_is_interpolated_between_two_measured_levels():
+    # 16 within 25 ms, 32 beyond it: 40% of the way in p99 is 40% of the way in throughput
+    point = _levels((32, 50_000, 30.0), (16, 35_000, 20.0), (64, 60_000, 40.0))
+    assert search.at_budget(point, 25, "measured") == point["online"][1]
+    assert search.at_budget(point, 24, "interpolated") == {
+        "throughput": pytest.approx(41_000), "p99_ms": 24, "between": [16, 32]}
+    # a p99 a millisecond either side of the budget moves the score by a little, not a step
+    over, under = (_levels((16, 35_000, 20.0), (32, 50_000, p)) for p in (25.5, 24.5))
+    assert search.score(under, 25, "measured") / search.score(over, 25, "measured") == (
+        pytest.approx(50 / 35))
+    assert search.score(over, 25) == pytest.approx(35_000 + 15_000 * 5 / 5.5)  # 48,636
+    assert search.score(under, 25) / search.score(over, 25) < 1.03
+    # nothing below the first level nor beyond the last; a measured level higher than the
+    # interpolation wins (throughput falling past the budget)
+    assert search.at_budget(_levels((16, 35_000, 30.0), (32, 50_000, 40.0)), 25) is None
+    assert search.at_budget(_levels((16, 35_000, 10.0), (32, 50_000, 20.0)), 25) == {
+        "concurrency": 32, "throughput": 50_000, "p99_ms": 20.0}
+    falling = _levels((16, 35_000, 10.0), (32, 30_000, 40.0))
+    assert search.at_budget(falling, 25)["concurrency"] == 16
+    # the best crossing counts where the p99 comes back within the budget
+    zigzag = _levels((16, 35_000, 20.0), (32, 40_000, 30.0), (64, 52_000, 24.0),
+                     (128, 70_000, 26.0))
+    assert search.at_budget(zigzag, 25)["between"] == [64, 128]
+    assert search.score(zigzag, 25) == pytest.approx(52_000 + 18_000 / 2)
+    assert search.at_budget(zigzag, None)["concurrency"] == 128  # no budget: the peak
 
 
 def test_the_best_point_is_the_fastest_within_the_budget():
@@ -245,6 +285,7 @@ def test_descent_then_grid_share_their_points(work):
                 == values["max_queue_delay_us"])
     # the descent's points are the grid's files: its pick scored on them
     budget = grid["p99_budget_ms"]
+    assert grid["rank"] == descent["rank"] == "interpolated"
     ratio = (search.score(grid["results"][descent["best_within_budget"]], budget)
              / search.score(grid["results"][grid["best_within_budget"]], budget))
     print(f"descent: {len(measured)} of 4 points, its pick {descent['best_within_budget']} "
@@ -342,8 +383,11 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
     assert row["Strategy"] == "grid, 2 of 2"
     assert row["Winner: within the budget"] == "2,500 inf/s at 64, p99 12.25 ms"
     assert _search_peak({"status": "ok", "online": [{**level, "throughput": 1.0,
-                                                     "p99_ms": 30.0}]}, 25) == "none"
-    assert _search_peak({"status": "failed"}, 25) == "failed"
+                                                     "p99_ms": 30.0}]}, 25, "measured") == "none"
+    assert _search_peak({"status": "failed"}, 25, "measured") == "failed"
+    crossing = _levels((16, 1000.0, 20.0), (32, 2000.0, 30.0))
+    assert _search_peak(crossing, 25, "interpolated") == "≈1,500 inf/s between 16 and 32, p99 25 ms"
+    assert _search_peak(crossing, 25, "measured") == "1,000 inf/s at 16, p99 20.00 ms"
     row = table.iloc[1].to_dict()
     assert row["GPU"] == "h100" and row["Strategy"] == "descent, 1 of 2"
     assert row["Search"] == ("[search-2026-11-25/aoti-cg_fp16]"

@@ -606,6 +606,7 @@ def searches_table(out: Path) -> pd.DataFrame:
         # <gpu>/[<dated set>/]<configuration>/search
         where = path.parent.relative_to(Path(out).parent)
         budget = found["p99_budget_ms"]
+        rank = found.get("rank", "measured")  # searches before search.rank: measured levels
         row = {
             "GPU": where.parts[0],
             "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
@@ -613,22 +614,26 @@ def searches_table(out: Path) -> pd.DataFrame:
             "p99 budget (ms)": budget}
         for who, point in (("Winner", found["winner"]), ("Seed's values", found["seed"])):
             result = found["results"].get(point)
-            row |= {who: point, f"{who}: within the budget": _search_peak(result, budget),
-                    f"{who}: online peak": _search_peak(result, None)}
+            row |= {who: point, f"{who}: within the budget": _search_peak(result, budget, rank),
+                    f"{who}: online peak": _search_peak(result, None, rank)}
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _search_peak(result: dict | None, budget_ms: float | None) -> str:
-    """A search point's best online level within the budget (of all, without one), its
-    concurrency and p99 ("not measured", "failed", "none" within the budget)."""
+def _search_peak(result: dict | None, budget_ms: float | None, rank: str) -> str:
+    """A search point's throughput within the budget as its search ranked it (its best
+    online level of all, without one), its concurrency (or the two levels interpolated
+    between, ≈) and p99 ("not measured", "failed", "none" within the budget)."""
     if result is None:
         return "not measured"
     if result["status"] != configuration_search.OK:
         return "failed"
-    top = configuration_search.peak(result, budget_ms)
+    top = configuration_search.at_budget(result, budget_ms, rank)
     if top is None:
         return "none"
+    if "between" in top:
+        low, high = top["between"]
+        return f"≈{top['throughput']:,.0f} inf/s between {low} and {high}, p99 {budget_ms:g} ms"
     return (f"{top['throughput']:,.0f} inf/s at {top['concurrency']}, "
             f"p99 {top['p99_ms']:.2f} ms")
 

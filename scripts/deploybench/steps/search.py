@@ -22,7 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from .. import atomic
 from .. import search as configuration_search
-from ..search import peak
+from ..search import at_budget, peak
 from ..tables import THROUGHPUT, read_perf
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
@@ -107,7 +107,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     best level within the budget), the frontier, the best point within the budget and the
     best overall, and the winner's config.pbtxt (inline and as `winner`)."""
     search, key = spec["search"], spec["key"]
-    budget = search.get("p99_budget_ms")
+    budget, rank = search.get("p99_budget_ms"), search["rank"]
     # the points in the order the strategy measured them (the rule's input)
     results = {Path(p).parent.name: json.loads(Path(p).read_text()) for p in points}
     spec = {**spec, "points": list(results)}
@@ -115,7 +115,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     if not measured:
         raise ValueError("no point of the search was measured (every one failed; see "
                          f"{out.parent}/<point>/point.json): nothing to deploy")
-    within = configuration_search.best(results, budget)
+    within = configuration_search.best(results, budget, rank)
     fastest = configuration_search.best(results, None)
     chosen = within or fastest
     config_pbtxt = {Path(c).parent.name: Path(c) for c in configs}[chosen]
@@ -127,7 +127,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     title = f"{key['model']} {key['gpu']} {key['backend']}_{key['precision']}: search"
     frontier_plot(lines, "online", title, frontier)
     summary = {
-        "key": key, "strategy": search["strategy"], "p99_budget_ms": budget,
+        "key": key, "strategy": search["strategy"], "p99_budget_ms": budget, "rank": rank,
         "descent_passes": search.get("descent_passes", 1),
         "dimensions": configuration_search.lists(search), "seed": spec["seed"],
         "points": spec["points"], "grid": spec["grid"],
@@ -156,31 +156,49 @@ def _seed(results: dict, seed: str, chosen: str) -> str:
 
 
 def _level(row: dict | None) -> str:
+    """A level as measured, or the throughput at the budget interpolated between two."""
     if row is None:
         return "none"
+    if "between" in row:
+        low, high = row["between"]
+        return (f"≈{row['throughput']:,.0f} inf/s at p99 {row['p99_ms']:g} ms, interpolated "
+                f"between concurrency {low} and {high}")
     return (f"{row['throughput']:,.0f} inf/s at concurrency {row['concurrency']} "
             f"(p99 {row['p99_ms']:.2f} ms)")
+
+
+def _within(result: dict, budget: float | None, rank: str) -> str:
+    """A point's throughput within the budget as ranked, and its best level measured
+    within it where the ranking interpolated."""
+    ranked = at_budget(result, budget, rank)
+    if ranked is None or "between" not in ranked:
+        return _level(ranked)
+    return f"{_level(ranked)}; measured: {_level(peak(result, budget))}"
 
 
 def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen: str,
             config_text: str, folder: Path, frontier: Path) -> str:
     search, key = spec["search"], spec["key"]
-    budget = search.get("p99_budget_ms")
+    budget, rank = search.get("p99_budget_ms"), search["rank"]
     dims = list(configuration_search.lists(search))
     budget_text = f"p99 ≤ {budget} ms" if budget is not None else "no budget set"
+    ranking = {"interpolated": "throughput at the budget, interpolated in p99 between the "
+               "last level within it and the next beyond it where that is higher than the "
+               "best level measured within it (marked ≈)",
+               "measured": "the best level measured within the budget"}[rank]
     out = [
         f"# Configuration search: {key['model']} {key['gpu']} "
         f"{key['backend']}_{key['precision']}", "",
         f"Strategy **{search['strategy']}**: {len(spec['points'])} of the grid's "
         f"{len(spec['grid'])} points measured (seed configuration: `{spec['seed']}`); "
-        f"latency budget: {budget_text} (online).", "",
+        f"latency budget: {budget_text} (online); ranked by `{rank}`: {ranking}.", "",
         "| dimension | values |", "|---|---|",
         *(f"| {d} | {', '.join(map(str, v))} |"
           for d, v in configuration_search.lists(search).items()),
         "",
         "## Best configuration", "",
         f"- best within the budget ({budget_text}): "
-        + (f"`{within}`: {_level(peak(results[within], budget))}" if within
+        + (f"`{within}`: {_within(results[within], budget, rank)}" if within
            else "no measured point has an online level within the budget"),
         f"- best throughput overall: `{fastest}`: {_level(peak(results[fastest], None))}",
         f"- the configuration's own values (`{spec['seed']}`): "
@@ -203,7 +221,7 @@ def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen:
         offline = max((r["throughput"] for r in result.get("offline", [])), default=None)
         offline = "not measured" if offline is None else f"{offline:,.0f}"
         out.append(f"| [{name}]({name}/point.json) | {values} | ok | {top['throughput']:,.0f} "
-                   f"| {top['p99_ms']:.2f} | {_level(peak(result, budget))} | {offline} |")
+                   f"| {top['p99_ms']:.2f} | {_within(result, budget, rank)} | {offline} |")
     failed = [n for n in spec["points"] if results[n]["status"] != configuration_search.OK]
     out += ["", "## Frontier", "",
             f"![online frontier]({frontier.relative_to(folder).as_posix()})", "",
