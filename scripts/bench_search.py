@@ -11,6 +11,15 @@ while measuring at most half the points.
         [--rank interpolated|measured] [--directory .]
     python scripts/bench_search.py --folder results/tft/h100/search-2026-11-25/aoti-cg_fp16/search
         --measured   # a search kept in a dated set, its grid partly measured
+    python scripts/bench_search.py --folder .../search --runs .../second-machine
+        # and over every combination of each point's runs (repeats kept elsewhere)
+
+With `--runs FOLDER` (repeatable: a folder of `<point>/online.csv`, or of every run of a
+point in `<point>/history/online-*.csv`, e.g. repeats on another machine) each point has
+its search's run and these: the comparison is made for every combination of one run a
+point (a seeded sample of 20,000 where there are more), and printed as the spread of the
+ratio, how often it meets the target, and which points were picked: whether a single
+run's comparison says anything, given how much a point's runs differ.
 
 Build the grid first: snakemake results/<model>/<gpu>/<backend>_<precision>/search/README.md
 (strategy grid, the default). It measures nothing itself.
@@ -19,8 +28,12 @@ Build the grid first: snakemake results/<model>/<gpu>/<backend>_<precision>/sear
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import random
+import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +41,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from deploybench import layout  # noqa: E402
 from deploybench import search as configuration_search  # noqa: E402
+from deploybench.steps.search import point_rows  # noqa: E402
+from deploybench.tables import read_perf  # noqa: E402
 
 THROUGHPUT_TARGET, POINTS_TARGET = 0.95, 0.5
+COMBINATIONS = 20_000  # at most, over --runs: a seeded sample where there are more
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="how a point's throughput within the budget is read from its "
                              "levels (default: the search's; searches made before "
                              "search.rank ranked measured levels)")
+    parser.add_argument("--runs", type=Path, action="append", default=[], metavar="FOLDER",
+                        help="more runs of the grid's points (<point>/online.csv or "
+                             "<point>/history/online-*.csv): compare over every combination")
     parser.add_argument("--directory", type=Path, default=Path("."),
                         help="the workflow's directory (where results/ is)")
     args = parser.parse_args(argv)
@@ -108,6 +127,69 @@ def main(argv: list[str] | None = None) -> int:
           f"(target >= {THROUGHPUT_TARGET})")
     print(f"points measured: {len(visited)} of {len(summary['grid'])} = {fraction:.2f} "
           f"(target <= {POINTS_TARGET})")
+    if args.runs:
+        return over_runs(results, args.runs, search, seed, budget, rank)
+    return 0
+
+
+def runs_of(results: dict[str, dict], folders: list[Path]) -> dict[str, list[dict]]:
+    """Each point's runs: its search's, then every online table of it under `folders`."""
+    runs = {name: [result] for name, result in results.items()}
+    for folder in folders:
+        if not folder.is_dir():
+            raise SystemExit(f"--runs {folder}: not a folder")
+        for point in sorted(p for p in folder.iterdir() if p.is_dir()):
+            tables = (sorted((point / "history").glob("online-*.csv"))
+                      or [t for t in [point / "online.csv"] if t.is_file()])
+            if point.name not in runs:
+                raise SystemExit(f"--runs {folder}: '{point.name}' is not a measured point of "
+                                 f"this search ({', '.join(sorted(runs))})")
+            runs[point.name] += [{"status": configuration_search.OK,
+                                  "online": point_rows(read_perf(t))} for t in tables]
+    return runs
+
+
+def over_runs(results: dict, folders: list[Path], search: dict, seed: dict,
+              budget: float | None, rank: str) -> int:
+    """The descent against the grid over every combination of one run a point."""
+    runs = runs_of(results, folders)
+    names = list(runs)
+    total = 1
+    for name in names:
+        total *= len(runs[name])
+    combos = itertools.product(*(range(len(runs[n])) for n in names))
+    if total > COMBINATIONS:
+        rng = random.Random(0)
+        combos = ([rng.randrange(len(runs[n])) for n in names] for _ in range(COMBINATIONS))
+    ratios, picks, bests = [], Counter(), Counter()
+    for combo in combos:
+        chosen = {n: runs[n][i] for n, i in zip(names, combo)}
+        try:
+            _, pick = configuration_search.descent(search, seed, chosen.__getitem__, budget,
+                                                   rank)
+        except KeyError as err:
+            print(f"the descent needs point {err}, which is not measured", file=sys.stderr)
+            return 1
+        best = configuration_search.best(chosen, budget, rank)
+        ratios.append(configuration_search.score(chosen[pick], budget, rank)
+                      / configuration_search.score(chosen[best], budget, rank)
+                      if pick and best else 0.0)
+        picks[pick] += 1
+        bests[best] += 1
+    repeated = sorted(len(r) for r in runs.values() if len(r) > 1)
+    n = len(ratios)
+    print(f"over {n:,} combinations of each point's runs"
+          f"{' (a seeded sample)' if total > n else ''}: {len(repeated)} points with "
+          f"{repeated[0] if repeated else 1}-{repeated[-1] if repeated else 1} runs")
+    print(f"descent / grid within the budget: min {min(ratios):.3f}, median "
+          f"{statistics.median(ratios):.3f}, >= {THROUGHPUT_TARGET} in "
+          f"{sum(r >= THROUGHPUT_TARGET for r in ratios) / n:.0%}")
+
+    def shares(counter):
+        return ", ".join(f"{name} {count / n:.0%}" for name, count in counter.most_common())
+
+    print(f"grid's best: {shares(bests)}")
+    print(f"descent's pick: {shares(picks)}")
     return 0
 
 

@@ -395,6 +395,10 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
     assert row["Winner"] == "i1" and row["Winner: online peak"] == "1,000 inf/s at 64, p99 9.50 ms"
 
 
+ONLINE_COLUMNS = ["Batch", "Concurrency", "Inferences/Second", "p99 latency (ms)",
+                  "avg latency (ms)", "Shared memory", "sum of components (ms)"]
+
+
 def _bench(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "scripts/bench_search.py"), *args],
                           capture_output=True, text=True)
@@ -431,3 +435,23 @@ def test_the_bench_compares_a_partial_grid_only_when_asked(tmp_path):
     out = _bench("--folder", str(tmp_path)).stdout
     assert "grid's best: i1-q1000, 9,000 inf/s" in out
     assert "descent / grid throughput within the budget: 0.333" in out
+
+    # repeats kept elsewhere: i1-q1000 once slower than i2-q100 (the descent then finds
+    # the grid's best: 1.0), i2-q100 twice more (a history/) as before
+    def online_csv(path, throughput):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{','.join(ONLINE_COLUMNS)}\n1,8,{throughput},20.0,10.0,none,10.0\n")
+
+    online_csv(tmp_path / "again/i1-q1000/online.csv", 1500.0)
+    for stamp in ("20261125T0100Z", "20261125T0200Z"):
+        online_csv(tmp_path / f"again/i2-q100/history/online-{stamp}.csv", 3000.0)
+    out = _bench("--folder", str(tmp_path), "--runs", str(tmp_path / "again")).stdout
+    assert "over 6 combinations of each point's runs: 2 points with 2-3 runs" in out
+    # i1-q1000's first run: 0.333 (three combinations), its second: 1.0 (three)
+    assert "min 0.333, median 0.667, >= 0.95 in 50%" in out
+    assert "grid's best: i1-q1000 50%, i2-q100 50%" in out
+    assert "descent's pick: i2-q100 100%" in out
+    stray = tmp_path / "stray/i9-q1"
+    stray.mkdir(parents=True)
+    assert "'i9-q1' is not a measured point" in _bench(
+        "--folder", str(tmp_path), "--runs", str(tmp_path / "stray")).stderr

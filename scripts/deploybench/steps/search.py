@@ -81,7 +81,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
                    "reason": reason}
         print(f"search point {point['name']}: failed ({scenario}): {err}")
     else:
-        result |= {s: _rows(read_perf(files[s][0])) for s in point["scenarios"]}
+        result |= {s: point_rows(read_perf(files[s][0])) for s in point["scenarios"]}
         print(f"search point {point['name']}: measured")
     with atomic.output(out) as tmp:
         tmp.write_text(json.dumps(result, indent=2))
@@ -93,8 +93,8 @@ def _remove(files: dict) -> None:
             path.unlink(missing_ok=True)
 
 
-def _rows(table: pd.DataFrame) -> list[dict]:
-    """A scenario's levels as point.json keeps them."""
+def point_rows(table: pd.DataFrame) -> list[dict]:
+    """A scenario's levels (its CSV, read_perf) as point.json keeps them."""
     return [{"batch": int(r["Batch"]), "concurrency": int(r["Concurrency"]),
              "shared_memory": r["Shared memory"], "throughput": float(r[THROUGHPUT]),
              "p99_ms": float(r[P99]), "avg_ms": float(r[AVERAGE])}
