@@ -174,6 +174,18 @@ def test_the_best_point_is_the_fastest_within_the_budget():
     assert search.score(results["c"], None) == -math.inf
 
 
+def test_the_search_readme_says_which_levels_a_score_comes_from():
+    from deploybench.steps.search import _within
+
+    point = _levels((1, 950.0, 4.725), (4, 1751.0, 7.215))
+    assert _within(point, 5, "interpolated") == (
+        "≈1,038 inf/s at p99 5 ms, interpolated between concurrency 1 and 4; measured: "
+        "950 inf/s at concurrency 1 (p99 4.72 ms)")
+    assert _within(point, 5, "measured") == "950 inf/s at concurrency 1 (p99 4.72 ms)"
+    assert _within(point, 8, "interpolated") == "1,751 inf/s at concurrency 4 (p99 7.21 ms)"
+    assert _within(point, 4, "interpolated") == "none"
+
+
 def test_descent_measures_fewer_points_and_finds_a_separable_optimum():
     s = {"instances": [1, 2, 4], "max_queue_delay_us": [1, 100, 1000],
          "preferred_batch_sizes": [[512, 1024], [1024]]}
