@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def runs_of(results: dict[str, dict], folders: list[Path]) -> dict[str, list[dict]]:
-    """Each point's runs: its search's, then every online table of it under `folders`."""
+    """Each point's runs: its search's, then every online table of it under `folders`
+    (another search's folder too)."""
     runs = {name: [result] for name, result in results.items()}
     for folder in folders:
         if not folder.is_dir():
@@ -141,6 +142,8 @@ def runs_of(results: dict[str, dict], folders: list[Path]) -> dict[str, list[dic
         for point in sorted(p for p in folder.iterdir() if p.is_dir()):
             tables = (sorted((point / "history").glob("online-*.csv"))
                       or [t for t in [point / "online.csv"] if t.is_file()])
+            if not tables:  # not a point's folder (a search's logs/, winner/)
+                continue
             if point.name not in runs:
                 raise SystemExit(f"--runs {folder}: '{point.name}' is not a measured point of "
                                  f"this search ({', '.join(sorted(runs))})")

@@ -463,7 +463,7 @@ def test_the_bench_compares_a_partial_grid_only_when_asked(tmp_path):
     assert "min 0.333, median 0.667, >= 0.95 in 50%" in out
     assert "grid's best: i1-q1000 50%, i2-q100 50%" in out
     assert "descent's pick: i2-q100 100%" in out
-    stray = tmp_path / "stray/i9-q1"
-    stray.mkdir(parents=True)
+    (tmp_path / "stray/logs").mkdir(parents=True)  # no table: not a point, passed over
+    online_csv(tmp_path / "stray/i9-q1/online.csv", 10.0)
     assert "'i9-q1' is not a measured point" in _bench(
         "--folder", str(tmp_path), "--runs", str(tmp_path / "stray")).stderr
