@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {n: json.loads((folder / n / "point.json").read_text())
                for n in summary["grid"] if n not in missing}
     budget = args.budget if args.budget is not None else summary["p99_budget_ms"]
-    rank = args.rank or summary.get("rank", "measured")
+    rank = args.rank or configuration_search.rank_of(summary)
     search = {**summary["dimensions"],
               "descent_passes": args.passes or summary.get("descent_passes", 1)}
     seed = configuration_search.parse_point(summary["seed"])

@@ -606,7 +606,7 @@ def searches_table(out: Path) -> pd.DataFrame:
         # <gpu>/[<dated set>/]<configuration>/search
         where = path.parent.relative_to(Path(out).parent)
         budget = found["p99_budget_ms"]
-        rank = found.get("rank", "measured")  # searches before search.rank: measured levels
+        rank = configuration_search.rank_of(found)
         row = {
             "GPU": where.parts[0],
             "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
