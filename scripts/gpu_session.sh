@@ -7,7 +7,10 @@
 # copied working tree, so that a call made while the machine is still warm goes on from
 # what the last one built. AFTER="command" runs a command in the bundle's environment once
 # the targets are built (e.g. scripts/bench_served_variants.py --directory "$work"), its
-# output in $OUT/after.txt.
+# output in $OUT/after.txt. DETACH=1: snakemake runs in a session of its own, from a copy
+# of the tree, and goes on after the call returns (the device keeps such a process while
+# the machine is held): a later DETACH=1 call waits on that run instead of starting one,
+# so a job longer than a call (a slow key's offline sweep) completes over several calls.
 set -uo pipefail
 box=$1
 shift
@@ -24,6 +27,7 @@ export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 \
 out=${OUT:-/tmp/out}
 work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
 mkdir -p "$out" "$work"
+pythonpath=${PYTHONPATH:-}
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$out/gpu.txt"
@@ -32,17 +36,43 @@ if [ -n "${GPU_TESTS:-}" ]; then  # the GPU runners' tests first (GPU_TESTS=1)
         tests/test_gpu_runners.py >"$out/gpu_runners.log" 2>&1
     tail -3 "$out/gpu_runners.log"
 fi
-# The last call's snakemake, killed at its time box, leaves its lock: nothing else runs here.
-rm -rf "$work/.snakemake/locks"
-# SECONDS: at most about 520 within the device's 600-s call: snakemake's stop (then a kill
-# 10 s later) and the packing below follow the box (a 565-s box once lost a call's results).
-timeout -k 10 "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
-    --snakefile "$repo/Snakefile" --directory "$work" \
-    --configfile "$repo/config/runs/h100.yaml" -c16 --keep-going --rerun-incomplete "$@" \
-    >"$out/snakemake.log" 2>&1
-echo "snakemake exit: $?"
+running() { [ -f "$work/snakemake.pid" ] && kill -0 "$(cat "$work/snakemake.pid")" 2>/dev/null; }
+if [ -n "${DETACH:-}" ]; then
+    if ! running; then
+        rm -rf "$work/.snakemake/locks" "$work/snakemake.rc" "$work/.repo"
+        # its own copy of the tree: the next call's copy replaces this one's files under it
+        mkdir -p "$work/.repo" && tar -c --exclude=./.pack --exclude=./results . |
+            tar -x -C "$work/.repo"
+        # the copy's package first on the paths (this shell's put the tree's there)
+        PYTHONPATH=$pythonpath setsid bash -c \
+            'bash "$0/.repo/scripts/offline_run.sh" "$@"; echo $? >"$0/snakemake.rc"' \
+            "$work" "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$work/.repo/Snakefile" \
+            --directory "$work" --configfile "$work/.repo/config/runs/h100.yaml" -c16 \
+            --keep-going --rerun-incomplete "$@" >"$work/snakemake.log" 2>&1 </dev/null &
+        echo $! >"$work/snakemake.pid"
+    fi
+    end=$((SECONDS + box))
+    while running && [ "$SECONDS" -lt "$end" ]; do sleep 5; done
+    cp "$work/snakemake.log" "$out/snakemake.log"
+    if running; then echo "snakemake still running"; else
+        echo "snakemake exit: $(cat "$work/snakemake.rc" 2>/dev/null)"; fi
+elif running; then
+    echo "a detached snakemake runs here: call with DETACH=1 to wait on it" >&2
+    exit 1
+else
+    # The last call's snakemake, killed at its time box, leaves its lock.
+    rm -rf "$work/.snakemake/locks"
+    # SECONDS: at most about 520 within the device's 600-s call: snakemake's stop (then a
+    # kill 10 s later) and the packing below follow the box (a 565-s box once lost a
+    # call's results).
+    timeout -k 10 "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
+        --snakefile "$repo/Snakefile" --directory "$work" \
+        --configfile "$repo/config/runs/h100.yaml" -c16 --keep-going --rerun-incomplete \
+        "$@" >"$out/snakemake.log" 2>&1
+    echo "snakemake exit: $?"
+fi
 grep -E "Finished jobid|Error in rule|error:" "$out/snakemake.log" | tail -25
-if [ -n "${AFTER:-}" ]; then
+if [ -n "${AFTER:-}" ] && ! running; then
     (export work && eval "$AFTER") >"$out/after.txt" 2>&1
     echo "after exit: $?"
     tail -30 "$out/after.txt"

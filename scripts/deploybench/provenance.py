@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import subprocess
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,21 +54,31 @@ def cpu_model() -> str:
 
 
 def git_revision(root: Path = PROJECT) -> dict | None:
-    """The project's commit and whether its tracked files differ from it; None outside
-    a git checkout (an installed copy)."""
-    def git(*args: str) -> str | None:
+    """The project's commit, whether its tracked files differ from it, and the git tree
+    id of those files as they are (a dirty copy's code is then the commit whose tree it
+    is: `git log --format='%H %T' | grep TREE`, where the copy's history is older than
+    its files, as on a lent machine); None outside a git checkout (an installed copy)."""
+    def git(*args: str, env: dict | None = None) -> str | None:
         try:
             result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                    text=True, timeout=30, check=False)
+                                    text=True, timeout=60, check=False, env=env)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return result.stdout if result.returncode == 0 else None
+        return result.stdout.strip() if result.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit.strip(), "dirty": bool(status and status.strip())}
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    if dirty:  # the tracked files staged in an index of its own (the user's is untouched)
+        with tempfile.TemporaryDirectory() as scratch:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+            tree = (git("read-tree", "HEAD", env=env) is not None
+                    and git("add", "--update", env=env) is not None
+                    and git("write-tree", env=env)) or None
+    else:
+        tree = git("rev-parse", "HEAD^{tree}")
+    return {"commit": commit, "dirty": dirty, "tree": tree}
 
 
 @lru_cache(maxsize=1)
