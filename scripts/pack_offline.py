@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as md
+import lzma
 import re
 import shutil
 import subprocess
@@ -175,7 +176,9 @@ def main() -> None:
         fetch_wheel(md.distribution("numpy"), args.python, stub_site, Path(tmp) / "numpy1")
         args.out.mkdir(parents=True, exist_ok=True)
         archive = args.out / f"offline-py{args.python}.tar.xz"
-        with tarfile.open(archive, "w:xz") as tar:
+        # the strongest xz preset: the bundle and the working tree share a lent
+        # machine's 64 MiB a call (-9e: 50.4 MB where the default made 52.6)
+        with tarfile.open(archive, "w:xz", preset=9 | lzma.PRESET_EXTREME) as tar:
             for item in sorted(root.iterdir()):
                 tar.add(item, arcname=item.name)
     print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB")
