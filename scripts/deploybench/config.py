@@ -129,6 +129,23 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def _extended(key: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
+    """A model config with `extends: <model>` is that model's (itself resolved) with this
+    file's settings deep-merged over it (lists replaced whole): a variant of a model
+    states only where it differs."""
+    model = dict(raw[key])
+    base = model.pop("extends", None)
+    if base is None:
+        return model
+    if base not in raw:
+        raise ConfigError(f"model config '{key}' extends '{base}', which is not a model; "
+                          f"models: {', '.join(sorted(raw))}")
+    if base in (key, *seen):
+        raise ConfigError("model configs extend each other in a cycle: "
+                          + " -> ".join((*seen, key, base)))
+    return deep_merge(_extended(base, raw, (*seen, key)), model)
+
+
 def _choice(kind: str, value: str, valid) -> None:
     if value not in valid:
         raise ConfigError(f"unknown {kind} '{value}'; valid {kind}s: {', '.join(sorted(valid))}")
@@ -162,16 +179,18 @@ class Settings:
     @cached_property
     def models(self) -> dict[str, dict]:
         models_dir = self._path(self.config["models_dir"])
+        raw = {path.stem: _load_yaml(path) for path in sorted(models_dir.glob("*.yaml"))}
         models = {}
-        for path in sorted(models_dir.glob("*.yaml")):
-            model = _load_yaml(path)
+        for key in raw:
+            path = models_dir / f"{key}.yaml"
+            model = _extended(key, raw)
             validate(model, "model.schema.yaml", f"model config {path}")
             for backend in model["backends"]:
                 _choice("backend", backend, BACKENDS)
             for backend in model.get("backend_overrides", {}):
                 _choice(f"backend_overrides key (a backend of model '{path.stem}')", backend,
                         model["backends"])
-            models[path.stem] = model
+            models[key] = model
         if not models:
             raise ConfigError(f"no model configs (*.yaml) in '{models_dir}'")
         return models
