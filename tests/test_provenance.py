@@ -2,7 +2,7 @@
 
 import subprocess
 
-from deploybench.provenance import git_revision
+from deploybench.provenance import code_digest, commits_with_code, git_revision
 
 
 def git(root, *args):
@@ -10,27 +10,39 @@ def git(root, *args):
                           text=True).stdout.strip()
 
 
-def test_a_dirty_copy_names_the_tree_of_the_commit_that_holds_its_files(tmp_path):
-    """A lent machine's copy has older history than its files: the tree id of the files
-    as they are is the one a later commit of the same files records."""
+def test_a_dirty_copy_names_the_commit_that_holds_its_code(tmp_path):
+    """A lent machine's copy has older history than its files: the digest of its code as
+    it is (changed and new files; not results or documents) is the one of the later
+    commit that holds the same code, and the repository is not written to."""
     git(tmp_path, "init", "-q")
     git(tmp_path, "config", "user.email", "t@example.com")
     git(tmp_path, "config", "user.name", "t")
-    (tmp_path / "code.py").write_text("a = 1\n")
-    (tmp_path / "untracked.txt").write_text("not part of the tree\n")
-    git(tmp_path, "add", "code.py")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "scripts/code.py").write_text("a = 1\n")
+    (tmp_path / "results/table.csv").write_text("1\n")
+    git(tmp_path, "add", ".")
     git(tmp_path, "commit", "-q", "-m", "one")
+    first = git(tmp_path, "rev-parse", "HEAD")
     clean = git_revision(tmp_path)
-    assert clean == {"commit": git(tmp_path, "rev-parse", "HEAD"), "dirty": False,
-                     "tree": git(tmp_path, "rev-parse", "HEAD^{tree}")}
+    assert clean == {"commit": first, "dirty": False, "code": code_digest(tmp_path, first)}
 
-    (tmp_path / "code.py").write_text("a = 2\n")
+    (tmp_path / "scripts/code.py").write_text("a = 2\n")
+    (tmp_path / "scripts/new.py").write_text("b = 1\n")  # new, not yet tracked
+    (tmp_path / "results/table.csv").unlink()  # results are not code
+    objects = git(tmp_path, "count-objects", "-v")
     dirty = git_revision(tmp_path)
-    assert dirty["commit"] == clean["commit"] and dirty["dirty"]
-    assert dirty["tree"] not in (None, clean["tree"])
-    assert git(tmp_path, "diff", "--cached", "--name-only") == ""  # the user's index untouched
-    git(tmp_path, "commit", "-q", "-am", "two")
-    assert git(tmp_path, "rev-parse", "HEAD^{tree}") == dirty["tree"]
+    assert dirty["commit"] == first and dirty["dirty"]
+    assert dirty["code"] not in (None, clean["code"])
+    assert git(tmp_path, "count-objects", "-v") == objects  # nothing written
+    assert git(tmp_path, "diff", "--cached", "--name-only") == ""  # the index untouched
+
+    git(tmp_path, "add", "scripts")
+    git(tmp_path, "commit", "-q", "-m", "two")
+    second = git(tmp_path, "rev-parse", "HEAD")
+    assert code_digest(tmp_path, second) == dirty["code"]
+    assert commits_with_code(dirty["code"], tmp_path) == [second]
+    assert commits_with_code(clean["code"], tmp_path) == [first]
 
 
 def test_outside_a_checkout_there_is_no_revision(tmp_path):

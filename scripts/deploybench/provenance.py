@@ -9,7 +9,6 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,32 +52,62 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def git_revision(root: Path = PROJECT) -> dict | None:
-    """The project's commit, whether its tracked files differ from it, and the git tree
-    id of those files as they are (a dirty copy's code is then the commit whose tree it
-    is: `git log --format='%H %T' | grep TREE`, where the copy's history is older than
-    its files, as on a lent machine); None outside a git checkout (an installed copy)."""
-    def git(*args: str, env: dict | None = None) -> str | None:
-        try:
-            result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                    text=True, timeout=60, check=False, env=env)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return result.stdout.strip() if result.returncode == 0 else None
+# The project's paths whose contents decide what a measurement runs (not its results or
+# documents): their digest names the code of a copy whose history is older than its files
+CODE_PATHS = ("Snakefile", "rules", "scripts", "config", "report", "envs", "pyproject.toml")
 
-    commit = git("rev-parse", "HEAD")
+
+def _git(root: Path, *args: str, stdin: str | None = None) -> str | None:
+    try:
+        result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                                text=True, timeout=60, check=False, input=stdin)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _digest(blobs: dict[str, str]) -> str:
+    """path -> git blob id, as one id (sha256 of the sorted lines)."""
+    text = "".join(f"{blob} {path}\n" for path, blob in sorted(blobs.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def code_digest(root: Path = PROJECT, commit: str | None = None) -> str | None:
+    """The digest of CODE_PATHS' files: a commit's, or (None) the files as they are here,
+    tracked or new (unless ignored), without writing to the repository."""
+    if commit is not None:
+        listing = _git(root, "ls-tree", "-r", "-z", commit, "--", *CODE_PATHS)
+        if listing is None:
+            return None
+        # "<mode> <type> <blob>\t<path>" each
+        return _digest(dict(entry.split(" ", 2)[2].split("\t", 1)[::-1]
+                            for entry in listing.split("\0") if entry))
+    listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
+                  *CODE_PATHS)
+    if listed is None:
+        return None
+    paths = sorted({p for p in listed.split("\0") if p and (Path(root) / p).is_file()})
+    blobs = _git(root, "hash-object", "--stdin-paths", stdin="\n".join(paths) + "\n")
+    return _digest(dict(zip(paths, blobs.splitlines()))) if blobs is not None else None
+
+
+def commits_with_code(digest: str, root: Path = PROJECT) -> list[str]:
+    """The commits (newest first) whose code has this digest."""
+    commits = (_git(root, "rev-list", "--all") or "").split()
+    return [c for c in commits if code_digest(root, c) == digest]
+
+
+def git_revision(root: Path = PROJECT) -> dict | None:
+    """The project's commit, whether its tracked files differ from it, and the digest of
+    its code as it is (`code_digest`; a dirty copy's code is then the commit
+    `python -m deploybench.provenance DIGEST` names, where the copy's history is older
+    than its files, as on a lent machine); None outside a git checkout."""
+    commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
         return None
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    if dirty:  # the tracked files staged in an index of its own (the user's is untouched)
-        with tempfile.TemporaryDirectory() as scratch:
-            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
-            tree = (git("read-tree", "HEAD", env=env) is not None
-                    and git("add", "--update", env=env) is not None
-                    and git("write-tree", env=env)) or None
-    else:
-        tree = git("rev-parse", "HEAD^{tree}")
-    return {"commit": commit, "dirty": dirty, "tree": tree}
+    return {"commit": commit,
+            "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no")),
+            "code": code_digest(root)}
 
 
 @lru_cache(maxsize=1)
@@ -149,3 +178,9 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
     if server:
         info["server"] = server
     return info
+
+
+if __name__ == "__main__":  # python -m deploybench.provenance DIGEST: the commits of that code
+    import sys
+
+    print("\n".join(commits_with_code(sys.argv[1])) or f"no commit has code {sys.argv[1]}")
