@@ -363,6 +363,10 @@ def test_a_software_change_is_reported_with_its_provenance(built, tmp_path):
     assert differences["project.commit"] == {"what": "project.commit",
                                              "baseline": before["commit"], "current": changed,
                                              "scenarios": "offline, online"}, differences
+    # the code's digest: the changed commit's, which it names
+    code = differences["project.code"]["current"]
+    assert code == provenance.code_digest(project, changed) != before["code"], differences
+    assert provenance.commits_with_code(code, project) == [changed]
     model = markdown_rows((work / "results/tft-tiny/compare.md").read_text(),
                           "## Configurations")
     assert (model[0]["compared"], model[0]["slower"]) == ("offline, online", "4"), model
