@@ -617,7 +617,7 @@ def test_dlrm_large_is_dlrm_with_tables_ten_times_a_larger_cache():
     from deploybench.models.dlrm.net import table_sizes
 
     rows = sum(table_sizes(large["hparams"]))
-    assert rows * 128 * 4 > 3 * 2**30 > 100 * sum(table_sizes(dlrm["hparams"])) * 128 * 4 / 10
+    assert rows * 128 * 4 > 3 * 2**30 > 10 * sum(table_sizes(dlrm["hparams"])) * 128 * 4
     # the offline requests made of the seed's 262,144 samples on every key
     assert large["ensemble"] == {**dlrm["ensemble"], "perf_samples": 262144}
     assert large["offline"] == dlrm["offline"]

@@ -188,7 +188,7 @@ class Settings:
             for backend in model["backends"]:
                 _choice("backend", backend, BACKENDS)
             for backend in model.get("backend_overrides", {}):
-                _choice(f"backend_overrides key (a backend of model '{path.stem}')", backend,
+                _choice(f"backend_overrides key (a backend of model '{key}')", backend,
                         model["backends"])
             models[key] = model
         if not models:

@@ -87,6 +87,8 @@ def code_digest(root: Path = PROJECT, commit: str | None = None) -> str | None:
     if listed is None:
         return None
     paths = sorted({p for p in listed.split("\0") if p and (Path(root) / p).is_file()})
+    if not paths:
+        return _digest({})
     blobs = _git(root, "hash-object", "--stdin-paths", stdin="\n".join(paths) + "\n")
     return _digest(dict(zip(paths, blobs.splitlines()))) if blobs is not None else None
 
