@@ -242,3 +242,33 @@ def check_measurements(run: Path, config: dict, online: bool = True,
         served = offline[(offline["Batch"] == row["Batch"])
                          & (offline["Shared memory"] == row["Shared memory"])]
         assert (row[compute] < 1.3 * served[compute]).all(), (row, served)
+
+
+OTHER_USER = "deploybench-other"  # the second local user of the security tests
+
+
+@pytest.fixture(scope="session")
+def other_user():
+    """Run commands as a second, unprivileged user of this host: `other_user(cmd, ...)`
+    is subprocess.run as that user (created where the tests run as root; the tests that
+    need one are skipped elsewhere, with the reason)."""
+    import pwd
+
+    if os.getuid() != 0:
+        pytest.skip("acting as a second local user needs root (the tests create "
+                    f"'{OTHER_USER}' where they run as root)")
+    try:
+        entry = pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", OTHER_USER], check=True, capture_output=True)
+        entry = pwd.getpwnam(OTHER_USER)
+
+    def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        return subprocess.run(cmd, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[],
+                              **kwargs)
+
+    run.uid, run.gid = entry.pw_uid, entry.pw_gid
+    return run

@@ -262,7 +262,8 @@ def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], li
     sweep = perf_analyzer.sweep(run, scenario)
     row = perf_analyzer.command(run, scenario, _Server, sweep[0], Path("d.json"), Path("o.csv"))
     log = Log()
-    server = type("S", (_Server,), {"env": None, "ensure_alive": lambda self: None})()
+    server = type("S", (_Server,), {"env": None, "keep_fds": (),
+                                   "ensure_alive": lambda self: None})()
     monkeypatch.setattr(perf_analyzer.subprocess, "run",
                         lambda cmd, **_: subprocess.CompletedProcess(cmd, 0, "", ""))
     perf_analyzer.warm_up(run, scenario, server, sweep, Path("d.json"), Path("w"), log)

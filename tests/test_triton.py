@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from deploybench import locks
 from deploybench.triton import config as triton_config
 from deploybench.triton import install, repository
 from deploybench.triton.client import infer_all
@@ -57,16 +58,22 @@ def test_generated_config_parses_with_tritons_schema(toy_repo):
 
 
 @pytest.mark.e2e
-def test_server_serves_the_model_and_always_stops(toy_repo):
+def test_server_serves_the_model_and_always_stops(toy_repo, monkeypatch):
+    """...and holds the device lock it was handed for as long as it runs."""
     work, model = toy_repo
-    server = TritonServer(install.prepare(), work / "repo", work / "server.log", "toy")
-    with pytest.raises(RuntimeError, match="boom"), server:
-        x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
-        (y,) = infer_all(server.grpc_url, RUN, [x], batch_size=2)
-        np.testing.assert_allclose(y, model(torch.from_numpy(x)).detach().numpy(), atol=1e-5)
-        port = server.ports["http"]
-        raise RuntimeError("boom")
-    assert server._proc is None
+    monkeypatch.setenv("DEPLOYBENCH_LOCK_DIR", str(work / "locks"))
+    with locks.device_lock("cpu") as held:
+        server = TritonServer(install.prepare(), work / "repo", work / "server.log", "toy",
+                              keep_fds=(held.fd,))
+        with pytest.raises(RuntimeError, match="boom"), server:
+            x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+            (y,) = infer_all(server.grpc_url, RUN, [x], batch_size=2)
+            np.testing.assert_allclose(y, model(torch.from_numpy(x)).detach().numpy(),
+                                       atol=1e-5)
+            assert f"{server.pid} (tritonserver)" in locks.holders(held.fd)
+            port = server.ports["http"]
+            raise RuntimeError("boom")
+        assert server._proc is None and locks.holders(held.fd) == []
     with socket.socket() as sock:  # the port is free again: the server is gone
         sock.bind(("127.0.0.1", port))
 

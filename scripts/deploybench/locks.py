@@ -3,63 +3,236 @@
 Snakemake's `bench_slot` keeps two measuring jobs of one invocation apart; a second
 invocation in the same folder, another user's run, or two jobs a cluster places on one
 node know nothing of it. A measuring step holds its device's lock (an flock on a file in
-a shared folder, released by the kernel when the process ends, however it ends) from
-before it starts a server or a runner until after it has stopped it.
+a lock folder) from before it starts a server or a runner until after it has stopped it.
+The lock's descriptor is handed to the server and perf_analyzer too (`Held.fd`): the
+kernel releases it only when the last of them has ended, so a step killed while its
+server lives does not free the device under it.
+
+A lock must never be turned against its owner: the folder is checked (a real folder,
+owned by root or the user, sticky where others may write), lock files are opened by
+name within it without following links, never re-moded, and refused unless they are
+plain empty files. The folder is `/tmp/deploybench-locks` where root made it (shared by
+every user of the host; root's runs create it), else a folder of the user's own
+(`/tmp/deploybench-locks-<uid>`, mode 0700), or `DEPLOYBENCH_LOCK_DIR`. A wait is
+bounded (`DEPLOYBENCH_LOCK_TIMEOUT_S`, default 2 h) and says who holds the lock.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
+import stat
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def lock_dir() -> Path:
-    """The shared folder of the lock files: DEPLOYBENCH_LOCK_DIR, else <tmp>/deploybench-locks
-    (sticky and world-writable, as /tmp, so every user's runs can create their locks)."""
-    configured = os.environ.get("DEPLOYBENCH_LOCK_DIR")
-    path = Path(configured) if configured else Path(tempfile.gettempdir()) / "deploybench-locks"
-    if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
-        if not configured and path.stat().st_uid == os.getuid():
-            path.chmod(0o1777)
-    return path
+TMP = Path("/tmp")  # not $TMPDIR: schedulers give each job its own, and the lock is per host
+HOST_FOLDER = "deploybench-locks"
+TIMEOUT_ENV = "DEPLOYBENCH_LOCK_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 7200.0
+REPORT_EVERY_S = 300.0  # how often a waiting step says again who holds the lock
 
 
-def _open(path: Path) -> int:
+class LockError(RuntimeError):
+    """A lock folder or file that cannot be trusted, or a wait that ran out."""
+
+
+@dataclass
+class Held:
+    """A held device lock: its descriptor (to hand to the processes that use the device)
+    and what a result records of it."""
+
+    fd: int
+    record: dict = field(default_factory=dict)
+
+
+def _describe(st: os.stat_result) -> str:
+    return f"owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}"
+
+
+def _open_folder(path: Path, private: bool) -> int:
+    """A descriptor of the lock folder `path` after checking it: a folder (not a link),
+    owned by root or this user; `private`: not writable by anyone else, else sticky
+    where group or others may write (so that no one replaces another's lock file)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except PermissionError:  # another user's lock file: a read-only descriptor locks too
-        return os.open(path, os.O_RDONLY)
-    if os.fstat(fd).st_uid == os.getuid():
-        os.fchmod(fd, 0o666)  # whoever measures next on this device may open it
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        kind = "a symbolic link" if err.errno == errno.ELOOP else "not a folder"
+        raise LockError(f"lock folder {path} is {kind} ({err.strerror}); remove it, or set "
+                        "DEPLOYBENCH_LOCK_DIR to a folder of your own") from None
+    st = os.fstat(fd)
+    shared_write = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    problem = None
+    if st.st_uid not in (0, os.getuid()):
+        problem = "is owned by another user"
+    elif private and (st.st_uid != os.getuid() or shared_write):
+        problem = "must be yours and writable by you alone"
+    elif shared_write and not st.st_mode & stat.S_ISVTX:
+        problem = "is writable by others without the sticky bit"
+    if problem:
+        os.close(fd)
+        raise LockError(f"lock folder {path} {problem} ({_describe(st)}); a lock there could "
+                        "be replaced or taken over: remove it, or set DEPLOYBENCH_LOCK_DIR "
+                        "to a folder of your own")
     return fd
+
+
+def _mkdir(path: Path, mode: int) -> None:
+    """Create `path` with exactly `mode` (umask aside); an existing one is left as it is."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:  # ours, just made, in a sticky /tmp no one else may rename it in
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def lock_folder() -> tuple[int, Path, str]:
+    """The checked lock folder: (descriptor, path, scope). Scope says who it serialises:
+    `host` (every user: root's /tmp/deploybench-locks), `user` (this user's runs alone,
+    with why), or `configured` (DEPLOYBENCH_LOCK_DIR)."""
+    configured = os.environ.get("DEPLOYBENCH_LOCK_DIR")
+    if configured:
+        path = Path(configured)
+        if not path.exists():
+            path.mkdir(parents=True, mode=0o700)
+        return _open_folder(path, private=False), path, "configured"
+    host = TMP / HOST_FOLDER
+    if os.getuid() == 0:
+        _mkdir(host, 0o1777)
+    try:
+        st = os.lstat(host)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == 0:
+            return _open_folder(host, private=False), host, "host"
+        why = f"{host} is not root's ({_describe(st)})"
+    except FileNotFoundError:
+        why = f"{host} does not exist (root's runs create it)"
+    own = TMP / f"{HOST_FOLDER}-{os.getuid()}"
+    _mkdir(own, 0o700)
+    return _open_folder(own, private=True), own, f"user: {why}"
+
+
+def _open_lock(folder_fd: int, folder: Path, name: str, scope: str) -> int:
+    """The lock file `name` in the folder, opened read-only (flock needs no more), created
+    empty and readable by all where missing; an existing one must be a plain empty file,
+    not a link, and in a folder of the user's own, the user's."""
+    path = folder / name
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO
+    try:
+        fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=folder_fd)
+        os.fchmod(fd, 0o644)  # the file this call created (O_EXCL): others may lock it too
+        return fd
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(name, flags, dir_fd=folder_fd)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise LockError(f"lock file {path} is a symbolic link: refused (a lock is never "
+                            "opened through a link); remove it") from None
+        raise LockError(f"cannot open lock file {path}: {err.strerror}; its owner or an "
+                        "administrator must remove it, or set DEPLOYBENCH_LOCK_DIR") from None
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = "is not a plain file"
+    elif st.st_nlink != 1:
+        problem = f"has {st.st_nlink} hard links"
+    elif st.st_size:
+        problem = f"is not empty ({st.st_size} bytes)"
+    elif scope.startswith("user") and st.st_uid != os.getuid():
+        problem = "in your own lock folder belongs to another user"
+    if problem:
+        os.close(fd)
+        raise LockError(f"lock file {path} {problem} ({_describe(st)}): not a lock this "
+                        "pipeline made, refused and left as it is; remove it")
+    return fd
+
+
+def holders(fd: int) -> list[str]:
+    """The processes (of those this user may see) that have the file of `fd` open, this
+    one aside: 'pid (command)'."""
+    st = os.fstat(fd)
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(os.getpid()):
+            continue
+        try:
+            opened = (os.stat(f) for f in (proc / "fd").iterdir())
+            if any((o.st_dev, o.st_ino) == (st.st_dev, st.st_ino) for o in opened):
+                command = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                found.append(f"{proc.name} ({Path(command).name or '?'})")
+        except OSError:  # gone, or another user's
+            continue
+    return found
+
+
+def _timeout_s() -> float:
+    text = os.environ.get(TIMEOUT_ENV)
+    if text is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise LockError(f"{TIMEOUT_ENV}={text!r}: give the longest wait for a device lock "
+                        "in seconds, a number above 0")
+    return value
+
+
+def _wait(fd: int, device: str, path: Path, timeout_s: float) -> None:
+    start = time.monotonic()
+    reported = -REPORT_EVERY_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        waited = time.monotonic() - start
+        if waited >= timeout_s:
+            raise LockError(f"device {device}: gave up after {waited:.0f} s waiting for "
+                            f"{path}, held by {_holders_text(fd)} (raise {TIMEOUT_ENV}, or "
+                            "end them)")
+        if waited - reported >= REPORT_EVERY_S:
+            print(f"waiting for device {device} ({waited:.0f} s of at most {timeout_s:.0f}):"
+                  f" {path} is held by {_holders_text(fd)}", file=sys.stderr, flush=True)
+            reported = waited
+        time.sleep(min(1.0, timeout_s - waited))
+
+
+def _holders_text(fd: int) -> str:
+    return ", ".join(holders(fd)) or "processes this user cannot see"
 
 
 @contextmanager
 def device_lock(device: str):
-    """Hold the lock of `device` ("cpu", or a GPU's UUID); yields what a result records of
-    it: the lock, how long this measurement waited for it, and (filled in on release)
-    when it held it, as Unix times."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", device)
-    path = lock_dir() / f"{name}.lock"
-    fd = _open(path)
+    """Hold the lock of `device` ("cpu", or a GPU's UUID); yields a `Held` whose record
+    says which lock, its scope, how long this measurement waited for it and (filled in
+    on release) when it held it, as Unix times."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", device) + ".lock"
+    timeout_s = _timeout_s()
+    folder_fd, folder, scope = lock_folder()
+    try:
+        fd = _open_lock(folder_fd, folder, name, scope)
+    finally:
+        os.close(folder_fd)
+    path = folder / name
     start = time.time()
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"waiting for device {device}: another measurement holds {path}",
-                  file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        held = {"device": device, "lock": str(path), "acquired_at": time.time()}
-        held["waited_s"] = round(held["acquired_at"] - start, 3)
+        _wait(fd, device, path, timeout_s)
+        held = Held(fd, {"device": device, "lock": str(path), "scope": scope,
+                         "acquired_at": time.time()})
+        held.record["waited_s"] = round(held.record["acquired_at"] - start, 3)
         yield held
-        held["released_at"] = time.time()
+        held.record["released_at"] = time.time()
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)  # the lock ends once every process given the descriptor has ended

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import tempfile
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import tritonclient.http as httpclient
@@ -45,8 +45,10 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
                           ports=cfg["ports"], start_timeout_s=cfg["start_timeout_s"],
                           load_timeout_s=cfg["load_timeout_s"],
                           flags=server_flags(  # memory options: none change a result
-                              run["model"].get("triton", {}).get("server", {}))) as server:
-            meta = httpclient.InferenceServerClient(server.http_url).get_server_metadata()
+                              run["model"].get("triton", {}).get("server", {})),
+                          keep_fds=(held.fd,)) as server:
+            with closing(httpclient.InferenceServerClient(server.http_url)) as client:
+                meta = client.get_server_metadata()
             described = {**triton.describe(),
                          "served_by": triton_config.served_by(triton_config.read(config_pbtxt))}
             if server.flags:
@@ -55,7 +57,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
             if parts:
                 described["ensemble_parts"] = parts
             yield server, {**provenance.collect(run, meta, checked, described),
-                           "device_lock": held}
+                           "device_lock": held.record}
 
 
 def cache_report(server: TritonServer) -> dict:

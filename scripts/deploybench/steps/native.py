@@ -34,7 +34,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
     report = {"min_seconds": min_seconds, "first_call_s": first_calls,
               "host_load": load.result, "telemetry": usage,
               "provenance": {**provenance.collect(spec, device_check=checked),
-                             "device_lock": held}}
+                             "device_lock": held.record}}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))

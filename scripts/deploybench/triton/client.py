@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+from contextlib import closing
 
 import numpy as np
 import tritonclient.grpc as grpcclient
@@ -32,26 +33,27 @@ def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
     `url`), batch by batch; only the inputs named in `served` (all when None) are sent,
     each batch as `encode` makes its request (_request)."""
     model = run["model"]
-    client = grpcclient.InferenceServerClient(url)
     wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
+    with closing(grpcclient.InferenceServerClient(url)) as client:
 
-    def infer(arrays):
-        result = client.infer(name or run["key"]["model"],
-                              _request(model, arrays, served, encode), outputs=wanted)
-        return [result.as_numpy(t["name"]) for t in model["outputs"]]
+        def infer(arrays):
+            result = client.infer(name or run["key"]["model"],
+                                  _request(model, arrays, served, encode), outputs=wanted)
+            return [result.as_numpy(t["name"]) for t in model["outputs"]]
 
-    return batched(infer, inputs, batch_size)
+        return batched(infer, inputs, batch_size)
 
 
 def send_all(url: str, run: dict, batches, served: list[str] | None = None,
              name: str | None = None, encode=None) -> int:
     """Each batch of `batches` (lists of the model's input arrays) sent in turn to the
     model `name` (default the model key), the outputs discarded; returns the count."""
-    client = grpcclient.InferenceServerClient(url)
     sent = 0
-    for arrays in batches:
-        client.infer(name or run["key"]["model"], _request(run["model"], arrays, served, encode))
-        sent += 1
+    with closing(grpcclient.InferenceServerClient(url)) as client:
+        for arrays in batches:
+            client.infer(name or run["key"]["model"],
+                         _request(run["model"], arrays, served, encode))
+            sent += 1
     return sent
 
 
@@ -61,14 +63,14 @@ def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
     """`rounds` rounds of `concurrency` requests at once (of the batch `inputs` hold) to
     the model `name` (default the model key), so that every model instance runs, compiles
     or captures for that batch size before a measurement does."""
-    client = grpcclient.InferenceServerClient(url)
     tensors = _request(run["model"], inputs, served, encode)
     done = queue.Queue()
-    for _ in range(rounds):
-        for _ in range(concurrency):
-            client.async_infer(name or run["key"]["model"], tensors,
-                               lambda result, error: done.put(error))
-        for _ in range(concurrency):
-            error = done.get(timeout=timeout_s)
-            if error is not None:
-                raise error
+    with closing(grpcclient.InferenceServerClient(url)) as client:
+        for _ in range(rounds):
+            for _ in range(concurrency):
+                client.async_infer(name or run["key"]["model"], tensors,
+                                   lambda result, error: done.put(error))
+            for _ in range(concurrency):
+                error = done.get(timeout=timeout_s)
+                if error is not None:
+                    raise error

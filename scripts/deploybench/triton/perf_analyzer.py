@@ -147,7 +147,8 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
         # the server's environment: its shared-memory names (deploybench.triton.server)
-        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True)
+        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
+                                pass_fds=server.keep_fds)
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
@@ -178,7 +179,8 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
-        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True)
+        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
+                                pass_fds=server.keep_fds)
         log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
         log.flush()
         server.ensure_alive()

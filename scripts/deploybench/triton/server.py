@@ -142,6 +142,7 @@ class TritonServer:
         start_timeout_s: float = 60.0,
         load_timeout_s: float = 300.0,
         flags: tuple[str, ...] = (),
+        keep_fds: tuple[int, ...] = (),
     ):
         self.install = install
         self.repository = Path(repository).resolve()
@@ -151,6 +152,9 @@ class TritonServer:
         self.start_timeout_s = start_timeout_s
         self.load_timeout_s = load_timeout_s
         self.flags = tuple(flags)  # server_flags() of the served model's settings
+        # Descriptors the server and the perf_analyzer runs inherit (a device lock's: it
+        # stays held while any of them lives, also when the step is killed).
+        self.keep_fds = tuple(keep_fds)
         self.admin_key = secrets.token_urlsafe(24)
         self.env = dict(install.env)
         self.shm_prefix = None
@@ -254,15 +258,17 @@ class TritonServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=self.env,
+            pass_fds=self.keep_fds,
             start_new_session=True,  # so stop() can signal the server and its stubs together
         )
-        client = httpclient.InferenceServerClient(self.http_url)
-        self._wait(client.is_server_live, self.start_timeout_s, "live")
-        # Strict readiness: ready once every model of the repository is loaded.
-        self._wait(client.is_server_ready, self.load_timeout_s, "ready (models loaded)")
-        if self.model and not client.is_model_ready(self.model):
-            raise ServerError(f"model '{self.model}' is not ready after loading; "
-                              f"log {self.log_path}:\n{self.log_tail()}")
+        # closed at once: an open connection makes the server's stop wait its exit timeout
+        with closing(httpclient.InferenceServerClient(self.http_url)) as client:
+            self._wait(client.is_server_live, self.start_timeout_s, "live")
+            # Strict readiness: ready once every model of the repository is loaded.
+            self._wait(client.is_server_ready, self.load_timeout_s, "ready (models loaded)")
+            if self.model and not client.is_model_ready(self.model):
+                raise ServerError(f"model '{self.model}' is not ready after loading; "
+                                  f"log {self.log_path}:\n{self.log_tail()}")
         return self
 
     def _wait(self, check, timeout_s: float, what: str) -> None:
