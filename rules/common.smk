@@ -13,6 +13,7 @@ from deploybench.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
 from deploybench.served import bundled_code
+from deploybench.triton import cpp_backend
 
 SETTINGS = Settings(config, root=Path(workflow.basedir))
 # A config error fails the run here, also when every result already exists.
@@ -139,9 +140,10 @@ def plugin_code(w):
     return _plugin_code(w.model)
 
 
-# The code a model repository bundles for Triton's python backend (a digest): a change
-# re-runs the repositories and what was measured on them.
-SERVED_CODE = digest(bundled_code())
+# The code that serves a model repository (a digest): what it bundles for Triton's python
+# backend and the sources of the pipeline's C++ backend. A change re-runs the
+# repositories and what was measured on them.
+SERVED_CODE = digest([*bundled_code(), *cpp_backend.source_files()])
 
 
 def data_dir(w):

@@ -1,21 +1,26 @@
-"""Benchmark: GPU serving against its targets (issue 16), as ratios, from what the pipeline
-measured (offline.csv, native.csv and, where it was measured, floor.csv of each
-configuration on one GPU key).
+"""Benchmark: serving against its targets (issues 16 and 35), as ratios, from what the
+pipeline measured (offline.csv, native.csv and, where it was measured, floor.csv of each
+configuration on one GPU key), for each backend that served it: the python backend (its
+stub process) and the pipeline's C++ backend (`deploybench`, libtorch in the server).
 
-For every configuration under results/<model>/<gpu>/ it prints, per shared-memory mode:
+For every configuration under results/<model>/<gpu>/ (and in dated sets beside them) it
+prints, per shared-memory mode and serving backend:
 - served inferences/second at the largest batch, and served/native there (against the
   native column of the same data path: host I/O for system shared memory, device-resident
-  for CUDA shared memory); target >= 0.90;
-- batch 1: served average latency against native latency + the floor measured in the
-  same run (the identity model's average latency) + 0.1 ms; target ratio <= 1.00;
-and for the model named by --throughput-model its best served throughput at the largest
-batch against --throughput-target (TFT electricity FP16 on the H100: 150,000 inf/s).
+  for CUDA shared memory, measured on the same machine); target >= 0.90;
+- the floors of both backends (the identity model's average latency) at batch 1 and at
+  the largest batch, where the configuration's floor.csv has them;
+- batch 1: served average latency against native latency + the floor of the backend that
+  served it + 0.1 ms; target ratio <= 1.00;
+then the two backends side by side per configuration and mode (the best served/native of
+each over the sets), and for the model named by --throughput-model its best served
+throughput at the largest batch against --throughput-target (TFT electricity FP16 on the
+H100: 150,000 inf/s), per backend.
 
     python scripts/bench_gpu_serving.py [--gpu h100] [--results results]
         [--throughput-model tft] [--throughput-target 150000]
 
-Run it after the pipeline has built the GPU configurations (scripts/offline_run.sh on the
-GPU machine); it measures nothing itself, so it can be re-read anywhere.
+It measures nothing itself, so it can be re-read anywhere.
 """
 
 from __future__ import annotations
@@ -31,12 +36,32 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from deploybench.provenance import DifferentDevices  # noqa: E402
 from deploybench.steps.report import markdown_table, served_vs_native  # noqa: E402
-from deploybench.tables import SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
+from deploybench.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
 
 SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"
 LATENCY_SLACK_MS = 0.1  # the issue's allowance above native + floor at batch 1
-COLUMNS = ["configuration", "mode", "max batch", "served inf/s", "served/native",
-           "batch-1 served ms", "native ms", "floor ms", "served / (native+floor+0.1)"]
+BACKENDS = ("python", "deploybench")
+FLOORS = [f"{b} floor ms (b1 / max)" for b in BACKENDS]
+COLUMNS = ["configuration", "served by", "mode", "max batch", "served inf/s",
+           "served/native", *FLOORS, "batch-1 served ms", "native ms", "floor ms",
+           "served / (native+floor+0.1)"]
+
+
+def _floor_ms(floor: pd.DataFrame | None, backend: str, mode: str, batch: int) -> float | None:
+    if floor is None:
+        return None
+    row = floor[(floor[SERVED_BY] == backend) & (floor[SHARED_MEMORY] == mode)
+                & (floor["Batch"] == batch)]
+    return float(row["avg latency (ms)"].iloc[0]) if len(row) else None
+
+
+def _floors(floor: pd.DataFrame | None, mode: str, top: int) -> dict:
+    out = {}
+    for backend, column in zip(BACKENDS, FLOORS):
+        pair = [_floor_ms(floor, backend, mode, b) for b in (1, top)]
+        if all(v is not None for v in pair):
+            out[column] = f"{pair[0]:.3f} / {pair[1]:.3f}"
+    return out
 
 
 def served_rows(run: Path, name: str) -> list[dict]:
@@ -44,8 +69,9 @@ def served_rows(run: Path, name: str) -> list[dict]:
     native figure to set it against (none measured, or measured on another device)."""
     offline = read_perf(run / "offline.csv")
     top = offline[offline["Batch"] == offline["Batch"].max()]
-    return [{"configuration": name, "mode": row[SHARED_MEMORY], "max batch": int(row["Batch"]),
-             "served inf/s": round(row[THROUGHPUT])} for _, row in top.iterrows()]
+    return [{"configuration": name, "served by": row[SERVED_BY], "mode": row[SHARED_MEMORY],
+             "max batch": int(row["Batch"]), "served inf/s": round(row[THROUGHPUT])}
+            for _, row in top.iterrows()]
 
 
 def configuration_rows(run: Path, name: str) -> list[dict]:
@@ -60,28 +86,40 @@ def configuration_rows(run: Path, name: str) -> list[dict]:
         return served_rows(run, name)
     offline, native = read_perf(run / "offline.csv"), pd.read_csv(run / "native.csv")
     floor = read_perf(run / "floor.csv") if (run / "floor.csv").is_file() else None
+    served_by = offline[SERVED_BY].iloc[0]
     rows = []
     for mode, by_mode in ratio.groupby(SHARED_MEMORY, sort=False):
         top = by_mode[by_mode["Batch"] == by_mode["Batch"].max()].iloc[0]
-        row = {"configuration": name, "mode": mode,
+        row = {"configuration": name, "served by": served_by, "mode": mode,
                "max batch": int(top["Batch"]), "served inf/s": round(top[SERVED]),
-               "served/native": round(top["served/native"], 3)}
+               "served/native": round(top["served/native"], 3),
+               **_floors(floor, mode, int(top["Batch"]))}
         one = offline[(offline["Batch"] == 1) & (offline[SHARED_MEMORY] == mode)]
         native_one = native[native["Batch"] == 1]
-        floor_one = None if floor is None else floor[
-            (floor["Batch"] == 1) & (floor[SHARED_MEMORY] == mode)]
-        if len(one) and len(native_one) and floor_one is not None and len(floor_one):
+        floor_ms = _floor_ms(floor, served_by, mode, 1)
+        if len(one) and len(native_one) and floor_ms is not None:
             served_ms = float(one["avg latency (ms)"].iloc[0])
             column = ("device-resident median latency (ms)" if mode == "cuda"
                       else "median latency (ms)")
             native_ms = float(native_one[column].iloc[0])
-            floor_ms = float(floor_one["avg latency (ms)"].iloc[0])
             bound = native_ms + floor_ms + LATENCY_SLACK_MS
             row.update({"batch-1 served ms": round(served_ms, 3),
                         "native ms": round(native_ms, 3), "floor ms": round(floor_ms, 3),
                         "served / (native+floor+0.1)": round(served_ms / bound, 3)})
         rows.append(row)
     return rows
+
+
+def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration key (model/backend_precision, whatever set measured it) and mode:
+    the best served/native of each serving backend, and their ratio."""
+    rated = table.dropna(subset=["served/native"]).copy()
+    rated["key"] = [f"{c.split('/')[0]}/{c.split('/')[-1]}" for c in rated["configuration"]]
+    best = rated.groupby(["key", "mode", "served by"])["served/native"].max().unstack()
+    best = best.reindex(columns=[b for b in BACKENDS if b in best.columns])
+    if set(BACKENDS) <= set(best.columns):
+        best["deploybench / python"] = (best["deploybench"] / best["python"]).round(3)
+    return best.reset_index().rename(columns={b: f"{b} served/native" for b in BACKENDS})
 
 
 def main() -> None:
@@ -106,21 +144,24 @@ def main() -> None:
         rows += configuration_rows(run, name)
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
     print(markdown_table(table))
-    ratios = table["served/native"].dropna()
-    print(f"\nserved/native at max batch >= 0.90: {(ratios >= 0.9).sum()} of {len(ratios)} "
-          f"rows with a native figure on the same device ({len(table)} rows)")
-    bound = table["served / (native+floor+0.1)"].dropna()  # empty without a floor.csv
-    if len(bound):
-        print(f"batch-1 latency <= native + floor + 0.1 ms: {(bound <= 1).sum()} of "
-              f"{len(bound)} rows with a floor")
-    mine = table[table["configuration"].str.startswith(f"{args.throughput_model}/")
-                 & table["configuration"].str.endswith("_fp16")]
-    if len(mine):
-        best = mine.loc[mine["served inf/s"].idxmax()]
-        print(f"{args.throughput_model} FP16 best served at max batch: "
-              f"{best['served inf/s']:,} inf/s ({best['configuration']}, {best['mode']}); "
-              f"/ target {args.throughput_target:,.0f}: "
-              f"{best['served inf/s'] / args.throughput_target:.3f}")
+    print()
+    print(markdown_table(side_by_side(table)))
+    for backend in BACKENDS:
+        mine = table[table["served by"] == backend]
+        ratios = mine["served/native"].dropna()
+        bound = mine["served / (native+floor+0.1)"].dropna()
+        print(f"\n{backend}: served/native at max batch >= 0.90: {(ratios >= 0.9).sum()} of "
+              f"{len(ratios)} rows with a native figure on the same device ({len(mine)} rows)"
+              + (f"; batch-1 latency <= native + its floor + 0.1 ms: {(bound <= 1).sum()} of "
+                 f"{len(bound)} rows with a floor" if len(bound) else ""))
+        tft = mine[mine["configuration"].str.startswith(f"{args.throughput_model}/")
+                   & mine["configuration"].str.endswith("_fp16")]
+        if len(tft):
+            best = tft.loc[tft["served inf/s"].idxmax()]
+            print(f"{backend}: {args.throughput_model} FP16 best served at max batch: "
+                  f"{best['served inf/s']:,} inf/s ({best['configuration']}, {best['mode']}); "
+                  f"/ target {args.throughput_target:,.0f}: "
+                  f"{best['served inf/s'] / args.throughput_target:.3f}")
 
 
 if __name__ == "__main__":

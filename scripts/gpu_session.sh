@@ -31,10 +31,12 @@ pythonpath=${PYTHONPATH:-}
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$out/gpu.txt"
-if [ -n "${GPU_TESTS:-}" ]; then  # the GPU runners' tests first (GPU_TESTS=1)
-    timeout 240 python3 -m pytest -q -p no:cacheprovider \
-        tests/test_gpu_runners.py >"$out/gpu_runners.log" 2>&1
-    tail -3 "$out/gpu_runners.log"
+if [ -n "${GPU_TESTS:-}" ]; then  # the GPU tests first (GPU_TESTS=1, or the test files)
+    tests=$GPU_TESTS
+    [ "$tests" = 1 ] && tests="tests/test_gpu_runners.py tests/test_cpp_backend.py"
+    # shellcheck disable=SC2086  # the files, one word each
+    timeout 240 python3 -m pytest -q -p no:cacheprovider $tests >"$out/gpu_tests.log" 2>&1
+    tail -3 "$out/gpu_tests.log"
 fi
 running() { [ -f "$work/snakemake.pid" ] && kill -0 "$(cat "$work/snakemake.pid")" 2>/dev/null; }
 if [ -n "${DETACH:-}" ]; then

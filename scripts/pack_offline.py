@@ -137,6 +137,8 @@ def pack_triton(python: str, site: Path, bin_dir: Path) -> None:
     libs = pkg.parent / "nvidia_pytriton.libs"
     shutil.copytree(libs, site / "nvidia_pytriton.libs",
                     ignore=shutil.ignore_patterns("libpython3*"))
+    for data in (site / "nvidia_pytriton.libs").glob("libicudata-*.so*"):
+        icu_data_stub(data)
     perf_analyzer = Path(shutil.which("perf_analyzer") or Path(sys.executable).parent /
                          "perf_analyzer")
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -145,6 +147,22 @@ def pack_triton(python: str, site: Path, bin_dir: Path) -> None:
     from deploybench.triton.install import prepare
 
     shutil.copy2(prepare().shm_shim, bin_dir / "libdeploybench_shm.so")
+
+
+def icu_data_stub(library: Path) -> None:
+    """ICU's data library (29 MB, 7 MiB of the packed bundle) replaced by one that defines
+    its one symbol and holds no data: the server links it through libxml2, which reaches
+    ICU only to convert XML that is not UTF-8, which Triton never reads here; ICU answers
+    missing data with an error, not a crash. The server and both backends served
+    (tests/test_triton.py, tests/test_cpp_backend.py) with it, 2026-11-26."""
+    symbol = re.search(rb"icudt\d+_dat", subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, check=True).stdout)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "icudata.c"
+        source.write_text(f"const unsigned char {symbol.group().decode()}[32] "
+                          "__attribute__((aligned(16))) = {0};\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", f"-Wl,-soname,{library.name}", "-o",
+                        str(library), str(source)], check=True)
 
 
 def without_tests(member: tarfile.TarInfo) -> tarfile.TarInfo | None:

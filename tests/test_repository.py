@@ -9,11 +9,11 @@ import yaml
 from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
-from conftest import ROOT
+from conftest import ROOT, main_config, snakemake
 from deploybench.backends import BACKENDS, is_ensemble
 from deploybench.config import Settings
 from deploybench.triton import config as triton_config
-from deploybench.triton import repository
+from deploybench.triton import repository, signature
 
 NGC_SERVER = ["onnxruntime", "python", "pytorch", "tensorflow", "tensorrt"]  # NGC's
 PLATFORMS = {"tensorrt": "tensorrt_plan", "tensorflow": "tensorflow_savedmodel"}
@@ -239,3 +239,36 @@ def test_torchscript_deploys_once_with_max_batch_16_as_the_seed(tmp_path):
     assert config.name == "bert" and config.max_batch_size == 16
     assert list(config.dynamic_batching.preferred_batch_size) == [8, 16]
     assert profiles(options(run)) == [(1, 16, 16)]  # unchanged where not per batch
+
+
+@pytest.mark.e2e
+def test_a_config_is_checked_against_its_onnx_graph(tmp_path):
+    """Check 9, as Triton's onnxruntime backend checks a model when it loads it: BERT's
+    FP16 ONNX export gives FP16 outputs, so the configured FP32 (what the repository step
+    declared before) is refused by name; the framework config now declares what the graph
+    gives, while our runners, which cast, serve the configured FP32; a tensor the graph
+    lacks is refused for both."""
+    export = "results/bert-tiny/export/onnx-fp16/model.onnx"
+    snakemake(tmp_path, export)
+    artifact = tmp_path / export
+    run = Settings(main_config()).run("bert-tiny", "h100", "onnx", "fp16")
+    configured = triton_config.model_config("bert-tiny", run, "onnxruntime")
+    with pytest.raises(ValueError, match=r"output 'output__0' is FP16 in the artifact, the "
+                                         r"config declares FP32; output 'output__1' is FP16"):
+        signature.check(configured, artifact, "onnxruntime", served_by_us=False)
+    signature.check(configured, artifact, "python", served_by_us=True)
+    assert repository.create(run, artifact, tmp_path / "repo", NGC_SERVER) == "onnxruntime"
+    written = triton_config.read(tmp_path / "repo" / "bert-tiny_b1" / "config.pbtxt")
+    assert [(o.name, o.data_type) for o in written.output] == \
+        [("output__0", mc.TYPE_FP16), ("output__1", mc.TYPE_FP16)]
+    assert [i.data_type for i in written.input] == [mc.TYPE_INT32] * 3
+    renamed = mc.ModelConfig()
+    renamed.CopyFrom(written)
+    renamed.output[0].name = "start_logits"
+    renamed.input[0].dims[0] = 128
+    for served_by_us in (False, True):
+        with pytest.raises(ValueError, match=r"input 'input__0' has dims \[-1, 64\] in the "
+                                             r"artifact, the config declares \[-1, 128\]; "
+                                             r"output 'start_logits' is not in the artifact "
+                                             r"\(it has: output__0, output__1\)"):
+            signature.check(renamed, artifact, "onnxruntime", served_by_us)

@@ -54,7 +54,8 @@ def cpu_model() -> str:
 
 # The project's paths whose contents decide what a measurement runs (not its results or
 # documents): their digest names the code of a copy whose history is older than its files
-CODE_PATHS = ("Snakefile", "rules", "scripts", "config", "report", "envs", "pyproject.toml")
+CODE_PATHS = ("Snakefile", "rules", "scripts", "triton_backend", "config", "report", "envs",
+              "pyproject.toml")
 
 
 def _git(root: Path, *args: str, stdin: str | None = None) -> str | None:

@@ -24,9 +24,12 @@ SHARED_MEMORY = "Shared memory"  # system, cuda, or none (inputs in the requests
 # The reference documents' "avg latency" is this sum (their runners add the components),
 # perf_analyzer's own average (avg latency) is measured end to end: both are kept.
 COMPONENT_SUM = "sum of components (ms)"
+# The Triton backend that served a row: python (its stub process), deploybench (the
+# pipeline's C++ backend, libtorch in the server) or a framework backend of a full Triton.
+SERVED_BY = "Served by"
 # offline.csv, online.csv, floor.csv: the reference columns first, then ours
 PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS, SHARED_MEMORY,
-                COMPONENT_SUM]
+                COMPONENT_SUM, SERVED_BY]
 
 # native.csv: host arrays in and out (what the python backend's runner does), and for a
 # torch runner on a GPU the same with inputs and outputs already on the device
@@ -71,8 +74,11 @@ ACCURACY_COLUMNS = ["name", "kind", "triton", "source", "limit", "passed"]
 def read_perf(csv: Path) -> pd.DataFrame:
     """An offline, online or floor table; one measured before the shared-memory column
     existed used system shared memory offline (the only mode then), none online; one
-    measured before the component sum was kept gets it from its components."""
+    measured before the component sum was kept gets it from its components; one measured
+    before the served-by column was served by the python backend (the only one then)."""
     table = pd.read_csv(csv)
+    if SERVED_BY not in table:
+        table[SERVED_BY] = "python"
     if SHARED_MEMORY not in table:
         table[SHARED_MEMORY] = "none" if Path(csv).stem == "online" else "system"
     if COMPONENT_SUM not in table:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import artifacts, atomic, device, source_model
 from ..tables import CHECK_COLUMNS
-from ..tensors import batched
+from ..tensors import batched, check_arrays
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> dict:
@@ -36,6 +36,8 @@ def conversion_check(spec: dict, converted: Path, eval_set: Path, out: Path) -> 
     inputs, reference, _ = source_model.load_eval(model, eval_set)
     infer = artifacts.runner(converted, spec)
     outputs = batched(infer, inputs, model["conversion"]["batch_size"])
+    # what the serving code gives, checked against what the model config declares
+    check_arrays(model["outputs"], outputs, "the converted model's outputs")
     rows = []
     for tensor, got, ref in zip(model["outputs"], outputs, reference):
         tol = tolerance(model, spec["precision"], tensor["name"])

@@ -6,14 +6,19 @@ from pathlib import Path
 
 from .. import artifacts, deployments
 from ..tables import require_passed
-from ..triton import install
+from ..triton import cpp_backend, install
+from ..triton import repository as triton_repository
 
 
 def model_repository(spec: dict, converted: Path, conversion_check: Path, out: Path) -> None:
     require_passed(conversion_check)
-    backends = install.for_server(spec["server"]).backends
-    served = artifacts.repository(spec, converted, out, backends)
+    server = install.for_server(spec["server"])
+    served = artifacts.repository(spec, converted, out, server.backends)
     print(f"served by Triton's {served} backend")
+    if served != cpp_backend.NAME and triton_repository.cpp_serves(spec):
+        why = (server.cpp_backend if cpp_backend.NAME not in server.backends
+               else f"server.serve_with: {spec['server']['serve_with']}")
+        print(f"not by the pipeline's C++ backend ({why})")
     for deployment in deployments.of(spec):
         print(f"deployment: model '{deployment.name}', max batch size "
               f"{deployment.max_batch_size}")

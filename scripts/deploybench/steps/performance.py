@@ -23,10 +23,10 @@ from ..config import online_refusal
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
-from ..tables import SHARED_MEMORY, THROUGHPUT, require_accurate
+from ..tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, require_accurate
 from ..tensors import numpy_dtype
 from ..triton import config as triton_config
-from ..triton import perf_analyzer
+from ..triton import cpp_backend, install, perf_analyzer
 from ..triton import repository as triton_repository
 from ..triton.client import send_all, warm_up
 
@@ -55,10 +55,16 @@ def floor(spec: dict, perf_data: Path, out_csv: Path, out_json: Path, perf_log: 
           server_log: Path) -> None:
     """The offline scenario's smallest and largest batch, in each of its shared-memory
     modes, served by an identity model with the configuration's tensors (zeros, at no
-    cost): what Triton and the python backend cost by themselves on this data path."""
+    cost), once by each backend of ours the server has (the python backend, and the
+    pipeline's C++ backend where it was built): what Triton and each of them cost by
+    themselves on this data path, side by side in one server."""
     batches = spec["model"]["offline"]["batch_sizes"]
+    name = spec["key"]["model"]
+    available = install.for_server(spec["server"]).backends
+    models = {b: name if b == "python" else f"{name}-{b}"
+              for b in ("python", cpp_backend.NAME) if b in available}
     # one identity model with the configured max batch, whatever the deployments
-    sweep = [row._replace(model=spec["key"]["model"])
+    sweep = [row._replace(model=model) for model in models.values()
              for row in perf_analyzer.sweep(spec, "offline")
              if row.batch in (min(batches), max(batches))]
     # No reference warm-up run: an identity model has nothing to compile or capture (the
@@ -69,8 +75,9 @@ def floor(spec: dict, perf_data: Path, out_csv: Path, out_json: Path, perf_log: 
     scratch = out_csv.parent / ".floor-repository"
     shutil.rmtree(scratch, ignore_errors=True)
     try:
-        triton_repository.create_floor(
-            spec, triton_repository.config_path(scratch, spec["key"]["model"]))
+        for backend, model in models.items():
+            triton_repository.create_floor(
+                spec, triton_repository.config_path(scratch, model), backend)
         _measure(spec, "offline", scratch, sweep, perf_data, out_csv, out_json, perf_log,
                  server_log)
     finally:
@@ -149,7 +156,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                     HostLoad(prov["device"]) as load:
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log) for _ in range(repeats)]
-            rows.append(median_run(runs))
+            rows.append({**median_run(runs), SERVED_BY: served[-1]["served_by"]})
             requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
                              "samples_per_request": row.batch,
                              "request_shapes": dict(row.shapes) or None})
@@ -206,18 +213,23 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
         # a batch inside the tensors (ensemble): its samples made into the request
         encode = artifacts.request_encoder(spec, config_pbtxt) if sweep[0].shapes else None
         inputs = _warmup_inputs(perf_data if encode else data_json, spec)
-        model_of = {row.batch: row.model for row in sweep}
+        models_of = {}  # batch -> the models measured at it (the floor's: one a backend)
+        for row in sweep:
+            models_of.setdefault(row.batch, {})[row.model] = None
         for batch in _warm_up_batches(spec, scenario, sweep):
-            warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
-                    names, instances or spec["model"]["triton"]["instances"],
-                    name=model_of.get(batch, sweep[-1].model), encode=encode)
+            for model in models_of.get(batch, [sweep[-1].model]):
+                warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
+                        names, instances or spec["model"]["triton"]["instances"],
+                        name=model, encode=encode)
         yield server, prov, data_json
 
 
 def _deployment(repository: Path, model: str) -> dict:
-    """The Triton model that measured a row and its max batch size, from its config."""
+    """The Triton model that measured a row, its max batch size and the backend that
+    served it, from its config."""
     config = triton_config.read(triton_repository.config_path(repository, model))
-    return {"model": model, "max_batch_size": config.max_batch_size}
+    return {"model": model, "max_batch_size": config.max_batch_size,
+            "served_by": triton_config.served_by(config)}
 
 
 def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:

@@ -17,6 +17,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from .. import deployments
 from ..deployments import Deployment
 from ..runners import DEVICE_TENSORS, Options
+from .cpp_backend import NAME as CPP_BACKEND
 
 # Tensors of a real Merlin HPS model (its backend's fixed names), and the recommender
 # ensemble's keys that feed them (seed 003's names; deploybench.ensemble.requests).
@@ -47,46 +48,62 @@ def dynamic_batching(run: dict) -> mc.ModelDynamicBatching | None:
                                    max_queue_delay_microseconds=triton["max_queue_delay_us"])
 
 
-def _graph_inputs(run: dict, artifact: Path | None) -> list[dict]:
-    """The inputs Triton's onnxruntime backend sees: an exported ONNX graph drops inputs
-    the model never reads (TFT's id), and that backend refuses a config listing them."""
-    inputs = run["model"]["inputs"]
+def _onnx_interface(run: dict, artifact: Path | None) -> tuple[list[dict], list[dict]]:
+    """The inputs and outputs Triton's onnxruntime backend sees, which serves the graph as
+    it is: an exported graph drops inputs the model never reads (TFT's id), and an FP16
+    export gives FP16 outputs (BERT's); that backend refuses a config that says otherwise.
+    An FP16 graph's floating inputs are refused here: the clients send FP32."""
+    model = run["model"]
     if artifact is None or run["backend"]["triton_backend"] != "onnxruntime":
-        return inputs
-    import onnx
+        return model["inputs"], model["outputs"]
+    from .signature import onnx_signature
 
-    graph = onnx.load(str(artifact), load_external_data=False).graph
-    kept = {i.name for i in graph.input} - {t.name for t in graph.initializer}
-    return [t for t in inputs if t["name"] in kept]
+    graph_in, graph_out = onnx_signature(Path(artifact))
+    inputs = [t for t in model["inputs"] if t["name"] in graph_in]
+    other = [f"{t['name']} as {graph_in[t['name']][0]} (the clients send {t['dtype']})"
+             for t in inputs if t["dtype"] != graph_in[t["name"]][0]]
+    if other:
+        raise ValueError(
+            f"Triton's onnxruntime backend cannot serve the ONNX graph of "
+            f"'{run['key']['model']}' as it is: it takes {', '.join(other)}; use "
+            "server.serve_with: python for it")
+    outputs = [{**t, "dtype": graph_out.get(t["name"], (t["dtype"],))[0]}
+               for t in model["outputs"]]
+    return inputs, outputs
 
 
 def model_config(name: str, run: dict, triton_backend: str = "python",
                  artifact: Path | None = None,
                  deployment: Deployment | None = None) -> mc.ModelConfig:
     """The config of one run (model × gpu × backend × precision) served by
-    `triton_backend` (python, or the Triton backend of the run's format); `artifact`
+    `triton_backend` (python, the pipeline's C++ backend, or the Triton backend of the
+    run's format); `artifact`
     narrows an ONNX model's inputs; `deployment` is one of the run's per-batch models."""
     if deployment is not None:
         run = {**run, "model": {**run["model"], "triton": deployments.triton_settings(
             run["model"], deployment)}}
     model = run["model"]
-    python = triton_backend == "python"
-    inputs = model["inputs"] if python else _graph_inputs(run, artifact)
+    # the python backend's model file and the pipeline's C++ backend take the same
+    # parameters (runner, precision, artifact) and the configured tensors as they are
+    ours = triton_backend in ("python", CPP_BACKEND)
+    inputs, outputs = ((model["inputs"], model["outputs"]) if ours
+                       else _onnx_interface(run, artifact))
     config = mc.ModelConfig(
         name=name,
         max_batch_size=model["triton"]["max_batch_size"],
         input=[tensor(mc.ModelInput, t) for t in inputs],
-        output=[tensor(mc.ModelOutput, t) for t in model["outputs"]],
+        output=[tensor(mc.ModelOutput, t) for t in outputs],
         instance_group=instance_groups(run),
         dynamic_batching=dynamic_batching(run),
     )
-    if python:
-        config.backend = "python"
+    if ours:
+        config.backend = triton_backend
         runner = run["backend"]["runner"]
         params = {"artifact": run["artifact"], "runner": runner, "precision": run["precision"]}
         if runner == "torch-compile":
             params["compile_mode"] = model.get("compile_mode", "default")
-        if run["gpu"]["kind"] == "gpu" and runner in DEVICE_TENSORS:
+        if triton_backend == "python" and run["gpu"]["kind"] == "gpu" \
+                and runner in DEVICE_TENSORS:
             # inputs stay where the client put them: in GPU memory with CUDA shared memory
             params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():

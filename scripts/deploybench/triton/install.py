@@ -11,6 +11,7 @@ the install the config's `server` section names (embedded, binary or container).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -21,6 +22,8 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import cpp_backend
 
 
 class InstallMissing(RuntimeError):
@@ -37,6 +40,8 @@ class Install:
     # LD_PRELOAD shim that makes a server's shared memory private (shm_prefix.c); None
     # where the server cannot take it (a docker container does not inherit the environment)
     shm_shim: Path | None = None
+    # The pipeline's C++ backend (cpp_backend) in backend_dir, or why it is not there
+    cpp_backend: str = "not built for this server: its backend directory is its own"
 
     @property
     def backends(self) -> list[str]:
@@ -63,6 +68,7 @@ class Install:
             "backends": self.backends,
             "perf_analyzer": str(self.perf_analyzer),
             "shared_memory": "private (prefixed names)" if self.shm_shim else "host-wide names",
+            "cpp_backend": self.cpp_backend,
         }
 
 
@@ -164,6 +170,23 @@ def _shm_shim(libs: Path) -> Path:
     return out
 
 
+@functools.cache
+def _cpp_backend(backends: Path) -> str:
+    """The pipeline's C++ backend in `backends` (built where it is not cached yet): its
+    library, or why it is not there (the python backend then serves every format)."""
+    folder = backends / cpp_backend.NAME
+    try:
+        built = cpp_backend.library(cache_dir())
+    except cpp_backend.Unavailable as why:
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"deploybench: the C++ backend is not available, the python backend serves "
+              f"every format: {why}", file=sys.stderr, flush=True)
+        return f"unavailable: {why}"
+    folder.mkdir(exist_ok=True)
+    _link(built, folder / cpp_backend.LIBRARY)
+    return str(built)
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("DEPLOYBENCH_CACHE", Path.home() / ".cache" / "deploybench"))
 
@@ -196,6 +219,7 @@ def prepare(tritonserver: str | None = None, backend_dir: str | None = None) -> 
             if item.name != "__pycache__":
                 _link(item, python_backend / item.name)
         _link(stub, python_backend / "triton_python_backend_stub")
+        cpp = _cpp_backend(backends)
         b64 = next(_pytriton_libs().glob("libb64-*.so.0d"), None)
         if b64 is not None:  # perf_analyzer asks for it by its plain name
             _link(b64, libs / "libb64.so.0d")
@@ -215,7 +239,9 @@ def prepare(tritonserver: str | None = None, backend_dir: str | None = None) -> 
     env["DEPLOYBENCH_STUB_PATH"] = os.pathsep.join(
         p for p in [server_only, *site.getsitepackages(), env.get("PYTHONPATH", "")] if p
     )
-    return Install(server, backends, _find_perf_analyzer(), env, shm_shim=_shm_shim(libs))
+    extra = {} if tritonserver else {"cpp_backend": cpp}
+    return Install(server, backends, _find_perf_analyzer(), env, shm_shim=_shm_shim(libs),
+                   **extra)
 
 
 def for_server(server: dict) -> Install:

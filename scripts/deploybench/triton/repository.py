@@ -6,10 +6,13 @@ a scenario's copy of a repository.
     <repository>/<model>/1/model.py               python backend: a file of deploybench.served
     <repository>/<model>/1/deploybench_runners/   ... and the runners it imports
 
-Who serves a build: the framework backend of its format (onnxruntime, tensorrt, pytorch,
-tensorflow) when the server's backend directory has it, else the python backend running
-served/python_model.py over the same artifact (the embedded server has only that one).
-`server.serve_with` (auto | framework | python) overrides the choice.
+Who serves a build: the pipeline's own C++ backend (`deploybench`: libtorch in the server's
+process, deploybench.triton.cpp_backend) for the PyTorch formats it serves, where the
+server's backend directory has it (the embedded one does, where it could be built); else
+the framework backend of its format (onnxruntime, tensorrt, pytorch, tensorflow) where the
+server has it; else the python backend running served/python_model.py over the same
+artifact. `server.serve_with` (auto | deploybench | framework | python) overrides the
+choice.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .. import deployments
 from ..files import copy_artifact, link_artifact
 from ..served import RUNNERS, RUNNERS_BUNDLE, SERVED
 from . import config as triton_config
+from . import cpp_backend, signature
 
 VERSION = "1"
 CONFIG = "config.pbtxt"
@@ -38,12 +42,30 @@ def add_python_model(version_dir: Path, served_file: str) -> None:
                     ignore=shutil.ignore_patterns("__pycache__"))
 
 
+def cpp_serves(run: dict) -> bool:
+    """Whether the pipeline's C++ backend serves this run's format."""
+    return run["backend"]["runner"] in cpp_backend.RUNNERS
+
+
 def choose_backend(run: dict, available: list[str]) -> str:
-    """The Triton backend that serves this run: its format's framework backend or
-    `python`, given the backends the server has (`available`) and `server.serve_with`."""
+    """The Triton backend that serves this run: the pipeline's C++ backend, its format's
+    framework backend or `python`, given the backends the server has (`available`) and
+    `server.serve_with`."""
     own, choice = run["backend"]["triton_backend"], run["server"].get("serve_with", "auto")
     if choice == "python":
         return "python"
+    cpp = cpp_serves(run) and cpp_backend.NAME in available
+    if choice == cpp_backend.NAME:
+        if cpp:
+            return cpp_backend.NAME
+        why = (f"it does not serve backend '{run['key']['backend']}' (it serves the runners "
+               f"{', '.join(cpp_backend.RUNNERS)})" if not cpp_serves(run)
+               else "the server's backend directory has no 'deploybench' backend (it has: "
+                    f"{', '.join(sorted(available)) or 'none'}; the install records why)")
+        raise ValueError(f"server.serve_with is 'deploybench' but {why}; use serve_with: "
+                         "auto or python")
+    if choice == "auto" and cpp:
+        return cpp_backend.NAME
     if own and own in available:
         return own
     if choice == "framework":
@@ -79,21 +101,29 @@ def create(run: dict, artifact: Path, repository: Path, available: list[str],
             first = served
         else:
             link_artifact(first, served)
-        triton_config.write(
-            triton_config.model_config(deployment.name, run, backend, artifact, deployment),
-            config_path(repository, deployment.name))
+        config = triton_config.model_config(deployment.name, run, backend, artifact,
+                                            deployment)
+        # as a framework backend checks it at load, before any server does
+        signature.check(config, artifact, backend,
+                        served_by_us=backend in ("python", cpp_backend.NAME))
+        triton_config.write(config, config_path(repository, deployment.name))
     return backend
 
 
-def create_floor(run: dict, out_config: Path) -> None:
-    """An identity model with the run's tensors and Triton settings, served by the same
-    model file as the run (runners.identity: zeros, at no cost): what Triton and the
-    python backend cost by themselves on the run's data path."""
+def create_floor(run: dict, out_config: Path, triton_backend: str = "python") -> None:
+    """An identity model with the run's tensors and Triton settings (zeros, at no cost),
+    served by `triton_backend` (python: the same model file as the run, runners.identity;
+    deploybench: the C++ backend's identity engine): what Triton and that backend cost by
+    themselves on the run's data path."""
     floor = {**run, "backend": {**run["backend"], "runner": "identity", "triton_backend": None},
              "artifact": "identity"}  # the identity runner reads no file
-    add_python_model(Path(out_config).parent / VERSION, "python_model.py")
-    triton_config.write(triton_config.model_config(Path(out_config).parent.name, floor),
-                        out_config)
+    version_dir = Path(out_config).parent / VERSION
+    if triton_backend == "python":
+        add_python_model(version_dir, "python_model.py")
+    version_dir.mkdir(parents=True, exist_ok=True)
+    triton_config.write(
+        triton_config.model_config(Path(out_config).parent.name, floor, triton_backend),
+        out_config)
 
 
 def scenario_repository(src: Path, dst: Path, static_batching: bool, on_cpu: bool) -> Path:

@@ -1,0 +1,295 @@
+"""The pipeline's C++ backend (`deploybench`, triton_backend/) in the real Triton: built by
+the set-up, it serves TorchScript with libtorch in the server's process. Outputs equal the
+in-process module's on every data path (gRPC, HTTP, system shared memory; on a GPU, CUDA
+shared memory in and out, CUDA graphs, FP16); the dynamic batcher's requests come back to
+their own clients; a model that raises, or a request of the wrong type, gets an error
+response and the server serves on; a model that cannot load says why; the server-side
+statistics that perf_analyzer reads are filled."""
+
+import base64
+import threading
+from multiprocessing.shared_memory import SharedMemory
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from deploybench.triton import config as triton_config
+from deploybench.triton import cpp_backend, install, repository
+from deploybench.triton.server import ServerError, TritonServer
+
+pytestmark = pytest.mark.e2e  # the real Triton server
+
+GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+class Toy(torch.nn.Module):
+    """Two outputs of different shapes; raises where a request asks it to (x[0, 0] > 1e6)."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        if bool(x[0, 0] > 1e6):
+            raise RuntimeError("toy refuses inputs above 1e6")
+        return torch.tanh(self.linear(x)), x.sum(dim=1, keepdim=True) * 2
+
+
+def run_of(runner: str = "torch", kind: str = "cpu", precision: str = "fp32",
+           max_batch: int = 8, delay_us: int = 100, instances: int = 1) -> dict:
+    return {
+        "key": {"model": "toy", "backend": "ts-script"},
+        "model": {
+            "inputs": [{"name": "x", "dtype": "FP32", "dims": [4]}],
+            "outputs": [{"name": "y", "dtype": "FP32", "dims": [3]},
+                        {"name": "s", "dtype": "FP32", "dims": [1]}],
+            "triton": {"max_batch_size": max_batch, "instances": instances,
+                       "preferred_batch_sizes": [max_batch], "max_queue_delay_us": delay_us},
+        },
+        "gpu": {"kind": kind}, "backend": {"runner": runner, "triton_backend": "pytorch"},
+        "precision": precision, "artifact": "model.pt", "server": {"serve_with": "auto"},
+    }
+
+
+@pytest.fixture(scope="module")
+def triton():
+    """The embedded install, which the set-up gave the C++ backend."""
+    prepared = install.prepare()
+    assert cpp_backend.NAME in prepared.backends, prepared.cpp_backend
+    assert Path(prepared.cpp_backend).name == cpp_backend.LIBRARY
+    return prepared
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    torch.manual_seed(0)
+    module = Toy().eval()
+    work = tmp_path_factory.mktemp("cpp")
+    torch.jit.script(module).save(str(work / "model.pt"))
+    return work, module
+
+
+def serve(triton, work: Path, run: dict, name: str = "toy", artifact: Path | None = None):
+    repo = work / f"repo-{name}"
+    served = repository.create(run, artifact or work / "model.pt", repo, triton.backends, name)
+    assert served == cpp_backend.NAME
+    assert triton_config.read(repo / name / "config.pbtxt").backend == cpp_backend.NAME
+    return TritonServer(triton, repo, work / f"{name}.log", name)
+
+
+def expected(module, x: np.ndarray, device="cpu", half=False) -> list[np.ndarray]:
+    module = module.to(device)
+    tensor = torch.from_numpy(x).to(device)
+    if half:
+        module, tensor = module.half(), tensor.half()
+    with torch.inference_mode():
+        return [o.float().cpu().numpy() for o in module(tensor)]
+
+
+def grpc_infer(server, x: np.ndarray, model: str = "toy") -> list[np.ndarray]:
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        result = client.infer(model, [tensor])
+        return [result.as_numpy("y"), result.as_numpy("s")]
+
+
+def test_outputs_equal_the_module_over_grpc_http_and_system_shared_memory(triton, toy):
+    work, module = toy
+    x = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    want = expected(module, x)
+    with serve(triton, work, run_of()) as server:
+        for got in (grpc_infer(server, x), _http_infer(server, x), _system_shm_infer(server, x)):
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+
+
+def _http_infer(server, x):
+    with httpclient.InferenceServerClient(server.http_url) as client:
+        tensor = httpclient.InferInput("x", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x, binary_data=True)
+        result = client.infer("toy", [tensor])
+        return [result.as_numpy("y"), result.as_numpy("s")]
+
+
+def _system_shm_infer(server, x):
+    """Input and both outputs in system shared memory regions the server maps."""
+    n = x.shape[0]
+    shapes = {"x": x.shape, "y": (n, 3), "s": (n, 1)}
+    # the server opens a key under its private prefix (triton.server's shim)
+    regions = {k: SharedMemory(f"{server.shm_prefix or ''}toy-{k}", create=True,
+                               size=int(np.prod(shape)) * 4) for k, shape in shapes.items()}
+    views = {k: np.ndarray(shapes[k], np.float32, regions[k].buf) for k in shapes}
+    try:
+        views["x"][:] = x
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            for k, region in regions.items():
+                client.register_system_shared_memory(f"r{k}", f"/toy-{k}", region.size)
+            tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+            tensor.set_shared_memory("rx", x.nbytes)
+            outs = [grpcclient.InferRequestedOutput(k) for k in ("y", "s")]
+            for out in outs:
+                out.set_shared_memory(f"r{out.name()}", views[out.name()].nbytes)
+            client.infer("toy", [tensor], outputs=outs)
+            client.unregister_system_shared_memory()
+        return [views["y"].copy(), views["s"].copy()]
+    finally:
+        del views
+        for region in regions.values():
+            region.close()
+            region.unlink()
+
+
+def test_the_dynamic_batchers_requests_come_back_to_their_clients(triton, toy):
+    """Eight clients at once, batches of 1 to 8 samples, each its own data: every response
+    holds its own client's outputs, and the server ran fewer batches than requests."""
+    work, module = toy
+    run = run_of(max_batch=64, delay_us=200_000)  # a long queue delay: the requests meet
+    rng = np.random.default_rng(2)
+    requests = [rng.standard_normal((b, 4)).astype(np.float32) for b in range(1, 9)]
+    results, errors = [None] * len(requests), []
+    with serve(triton, work, run, "batched") as server:
+        def call(i):
+            try:
+                results[i] = grpc_infer(server, requests[i], "batched")
+            except Exception as err:  # reported below
+                errors.append(err)
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(requests))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            stats = client.get_inference_statistics("batched").model_stats[0]
+    assert not errors, errors
+    for x, got in zip(requests, results):
+        for g, w in zip(got, expected(module, x)):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+    assert stats.inference_count == sum(len(x) for x in requests)
+    assert stats.execution_count < len(requests), stats
+    # the server-side breakdown perf_analyzer reads, filled for every request
+    breakdown = stats.inference_stats
+    for part in (breakdown.success, breakdown.compute_input, breakdown.compute_infer,
+                 breakdown.compute_output):
+        assert part.count == len(requests) and part.ns > 0, stats
+    assert sum(b.batch_size * b.compute_infer.count for b in stats.batch_stats) == \
+        stats.inference_count
+
+
+def test_a_model_that_raises_or_a_wrong_dtype_gets_an_error_and_the_server_serves_on(
+        triton, toy):
+    work, module = toy
+    x = np.ones((2, 4), np.float32)
+    with serve(triton, work, run_of(), "raising") as server:
+        with pytest.raises(Exception, match="toy refuses inputs above 1e6"):
+            grpc_infer(server, x * 1e7, "raising")
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            wrong = grpcclient.InferInput("x", [2, 4], "INT32")
+            wrong.set_data_from_numpy(x.astype(np.int32))
+            with pytest.raises(Exception, match="data-type is 'INT32', but model 'raising' "
+                                                "expects 'FP32'"):
+                client.infer("raising", [wrong])
+        server.ensure_alive()
+        for g, w in zip(grpc_infer(server, x, "raising"), expected(module, x)):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+
+
+def test_a_model_that_cannot_load_is_unavailable_with_the_reason(triton, toy, tmp_path):
+    work, _ = toy
+    broken = tmp_path / "model.pt"
+    broken.write_bytes(b"not a TorchScript archive")
+    with pytest.raises(ServerError, match=r"deploybench backend: instance 'broken_0_0': .*"
+                                          r"(PytorchStreamReader|zip archive)"):
+        with serve(triton, tmp_path, run_of(), "broken", artifact=broken):
+            pass
+    bad = run_of(runner="no-such")
+    repo = tmp_path / "repo-bad"
+    repository.create(run_of(), work / "model.pt", repo, triton.backends, "bad")
+    config = triton_config.read(repo / "bad" / "config.pbtxt")
+    config.parameters["runner"].string_value = bad["backend"]["runner"]
+    triton_config.write(config, repo / "bad" / "config.pbtxt")
+    with pytest.raises(ServerError, match=r"parameter runner 'no-such' is not one this "
+                                          r"backend serves \(valid: torch, torch-cudagraph"):
+        with TritonServer(triton, repo, tmp_path / "bad.log", "bad"):
+            pass
+
+
+# ---- on a GPU -------------------------------------------------------------------------
+
+class CudaRegions:
+    """CUDA shared memory made of one torch allocation, registered with the server through
+    its IPC handle (torch's handle carries two bytes before the 64 of CUDA's)."""
+
+    def __init__(self, client, size: int = 1 << 20):
+        self.client, self.used = client, 0
+        self.buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
+        _, handle, _, offset, *_ = self.buffer.untyped_storage()._share_cuda_()
+        self.base = offset
+        client.register_cuda_shared_memory("cuda", base64.b64encode(handle[-64:]), 0,
+                                           offset + size)
+
+    def take(self, nbytes: int) -> tuple[int, torch.Tensor]:
+        start = self.used
+        self.used += -(-nbytes // 256) * 256
+        return self.base + start, self.buffer[start:start + nbytes]
+
+
+def _cuda_infer(server, x: np.ndarray, inputs_on: str, outputs_on: str) -> list[np.ndarray]:
+    n = x.shape[0]
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        cuda = CudaRegions(client)
+        tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+        if inputs_on == "cuda":
+            offset, place = cuda.take(x.nbytes)
+            place.copy_(torch.from_numpy(x).view(torch.uint8).reshape(-1))
+            tensor.set_shared_memory("cuda", x.nbytes, offset)
+        else:
+            tensor.set_data_from_numpy(x)
+        outs, places = [], {}
+        for name, width in (("y", 3), ("s", 1)):
+            out = grpcclient.InferRequestedOutput(name)
+            if outputs_on == "cuda":
+                offset, places[name] = cuda.take(n * width * 4)
+                out.set_shared_memory("cuda", n * width * 4, offset)
+            outs.append(out)
+        torch.cuda.synchronize()
+        result = client.infer(server.model, [tensor], outputs=outs)
+        client.unregister_cuda_shared_memory()
+        if outputs_on == "cuda":
+            return [places[k].view(torch.float32).reshape(n, w).cpu().numpy()
+                    for k, w in (("y", 3), ("s", 1))]
+        return [result.as_numpy("y"), result.as_numpy("s")]
+
+
+@GPU
+@pytest.mark.parametrize("runner", ["torch", "torch-cudagraph"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_on_a_gpu_cuda_shared_memory_is_read_and_written_in_place(triton, toy, runner,
+                                                                  precision):
+    """A GPU instance: inputs from CUDA shared memory (a GPU pointer the server opened)
+    used by the kernels, outputs written into the client's CUDA region, and the host paths
+    beside them; batch sizes that fall into several CUDA-graph buckets."""
+    work, module = toy
+    artifact = work / f"model-{precision}.pt"
+    scripted = torch.jit.script(module.to("cuda"))
+    (scripted.half() if precision == "fp16" else scripted).save(str(artifact))
+    name = f"gpu-{runner}-{precision}"
+    run = run_of(runner=runner, kind="gpu", precision=precision, instances=2)
+    with serve(triton, work, run, name, artifact=artifact) as server:
+        server.model = name
+        for n in (1, 3, 8):
+            x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+            want = expected(module, x, "cuda", half=precision == "fp16")
+            for inputs_on in ("cuda", "host"):
+                for outputs_on in ("cuda", "host"):
+                    got = _cuda_infer(server, x, inputs_on, outputs_on)
+                    for g, w in zip(got, want):
+                        np.testing.assert_allclose(g, w, rtol=0, atol=1e-6,
+                                                   err_msg=f"{inputs_on} -> {outputs_on}")
+    log = (work / f"{name}.log").read_text()
+    assert f"loaded its {runner} engine on cuda:0" in log

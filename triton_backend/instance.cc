@@ -1,0 +1,422 @@
+#include "instance.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#ifdef DEPLOYBENCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#endif
+
+namespace deploybench {
+namespace {
+
+uint64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Triton's error as text, the error freed; empty where there is none.
+std::string failed(TRITONSERVER_Error* error) {
+  if (error == nullptr) return "";
+  std::string text = TRITONSERVER_ErrorMessage(error);
+  TRITONSERVER_ErrorDelete(error);
+  return text;
+}
+
+void check(TRITONSERVER_Error* error, const std::string& what) {
+  std::string text = failed(error);
+  if (!text.empty()) throw std::runtime_error(what + ": " + text);
+}
+
+void log_error(const std::string& text) {
+  failed(TRITONSERVER_LogMessage(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, text.c_str()));
+}
+
+std::string shape_text(at::IntArrayRef shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+at::Device memory_device(TRITONSERVER_MemoryType type, int64_t id) {
+  if (type == TRITONSERVER_MEMORY_GPU)
+    return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(id));
+  return at::Device(at::kCPU);
+}
+
+at::TensorOptions bytes_on(at::Device device) {
+  return at::TensorOptions().dtype(at::kByte).device(device);
+}
+
+constexpr int64_t kAlign = 256;  // each input's place in a packed batch
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+struct Chunk {
+  const void* data;
+  int64_t bytes;
+  at::Device device;
+};
+
+}  // namespace
+
+Instance::Instance(TRITONBACKEND_ModelInstance* triton, const ModelSpec& model,
+                   at::Device device)
+    : triton_(triton), model_(model), device_(device) {
+#ifdef DEPLOYBENCH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard;
+  if (device_.is_cuda()) {
+    guard.emplace(device_);
+    // a stream of its own, so that two instances on one GPU run side by side
+    stream_ = std::make_unique<c10::cuda::CUDAStream>(
+        c10::cuda::getStreamFromPool(false, device_.index()));
+  }
+#endif
+  engine_ = load_engine(model_.engine(device_));
+}
+
+void Instance::synchronize() {
+#ifdef DEPLOYBENCH_CUDA
+  if (stream_) stream_->synchronize();
+#endif
+}
+
+at::Tensor& Instance::pinned(at::Tensor& buffer, int64_t bytes) {
+  if (!buffer.defined() || buffer.numel() < bytes) {
+    int64_t size = std::max<int64_t>(bytes, buffer.defined() ? 2 * buffer.numel() : 0);
+    buffer = at::empty({size}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  }
+  return buffer;
+}
+
+void Instance::read_request(Request& r) {
+  bool batching = model_.max_batch_size > 0;
+  for (const TensorSpec& spec : model_.inputs) {
+    TRITONBACKEND_Input* input = nullptr;
+    std::string missing = failed(TRITONBACKEND_RequestInput(r.request, spec.name.c_str(), &input));
+    if (!missing.empty()) {
+      r.error = "input '" + spec.name + "' is missing: " + missing;
+      return;
+    }
+    TRITONSERVER_DataType type;
+    const int64_t* shape = nullptr;
+    uint32_t dims = 0;
+    check(TRITONBACKEND_InputProperties(input, nullptr, &type, &shape, &dims, nullptr, nullptr),
+          "input '" + spec.name + "'");
+    if (type != triton_type(spec.dtype)) {
+      r.error = "input '" + spec.name + "' has data type " + type_name(type) +
+                "; the model's config declares " + type_name(triton_type(spec.dtype));
+      return;
+    }
+    r.shapes.emplace_back(shape, shape + dims);
+    if (dims != spec.dims.size() + (batching ? 1 : 0)) {
+      r.error = "input '" + spec.name + "' has shape " + shape_text(r.shapes.back()) +
+                ", not the config's dims " + shape_text(spec.dims) +
+                (batching ? " after the batch dimension" : "");
+      return;
+    }
+  }
+  if (batching && !r.shapes.empty()) {
+    r.batch = r.shapes[0].at(0);
+    for (size_t i = 1; i < r.shapes.size(); ++i)
+      if (r.shapes[i].at(0) != r.batch)
+        r.error = "inputs '" + model_.inputs[0].name + "' and '" + model_.inputs[i].name +
+                  "' differ in their batch size (" + std::to_string(r.batch) + " and " +
+                  std::to_string(r.shapes[i][0]) + ")";
+  }
+}
+
+void Instance::execute(TRITONBACKEND_Request** requests, uint32_t count) {
+  uint64_t start = now_ns();
+  if (!threads_set_) {  // on the instance's own thread: its intra-op pool
+    if (!device_.is_cuda()) at::set_num_threads(model_.cpu_threads);
+    threads_set_ = true;
+  }
+  std::vector<Request> all(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    all[i].request = requests[i];
+    all[i].error = failed(TRITONBACKEND_ResponseNew(&all[i].response, requests[i]));
+    if (all[i].error.empty()) read_request(all[i]);
+  }
+  // One engine run per group of requests whose samples have the same shapes.
+  auto same_samples = [](const Request& a, const Request& b) {
+    for (size_t k = 0; k < a.shapes.size(); ++k)
+      if (!std::equal(a.shapes[k].begin() + 1, a.shapes[k].end(), b.shapes[k].begin() + 1,
+                      b.shapes[k].end()))
+        return false;
+    return true;
+  };
+  std::vector<bool> taken(count, false);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (taken[i]) continue;
+    taken[i] = true;
+    if (!all[i].error.empty()) {
+      finish(all[i], Times{});
+      continue;
+    }
+    std::vector<Request*> group{&all[i]};
+    for (uint32_t j = i + 1; model_.max_batch_size > 0 && j < count; ++j)
+      if (!taken[j] && all[j].error.empty() && same_samples(all[i], all[j])) {
+        group.push_back(&all[j]);
+        taken[j] = true;
+      }
+    run_group(group, start);
+    start = now_ns();
+  }
+}
+
+void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start) {
+  Times times;
+  times.exec_start = exec_start;
+  int64_t total = 0;
+  for (const Request* r : group) total += r->batch;
+  std::string error;
+  try {
+    c10::InferenceMode inference;
+#ifdef DEPLOYBENCH_CUDA
+    std::optional<c10::cuda::CUDAStreamGuard> on_stream;
+    if (stream_) on_stream.emplace(*stream_);
+#endif
+    std::vector<at::Tensor> inputs = gather(group, total);
+    synchronize();  // the copies count as the execution's compute input
+    times.compute_start = now_ns();
+    if (model_.precision == "fp16" && engine_->takes_half())
+      for (at::Tensor& x : inputs)
+        if (x.is_floating_point()) x = x.to(at::kHalf);
+    std::vector<at::Tensor> outputs = checked_outputs(engine_->run(inputs), total);
+    synchronize();
+    times.compute_end = now_ns();
+    scatter(group, outputs);
+    synchronize();  // Triton reads the outputs once the responses are sent
+    times.exec_end = now_ns();
+  } catch (const c10::Error& e) {
+    error = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  for (Request* r : group) {
+    if (!error.empty()) {
+      r->error = "model '" + model_.name + "': " + error;
+      r->code = TRITONSERVER_ERROR_INTERNAL;
+    }
+    finish(*r, times);
+  }
+  if (error.empty())
+    failed(TRITONBACKEND_ModelInstanceReportBatchStatistics(
+        triton_, total, times.exec_start, times.compute_start, times.compute_end,
+        times.exec_end));
+  else
+    log_error("model '" + model_.name + "' failed a batch of " + std::to_string(total) + ": " +
+              error);
+}
+
+void Instance::finish(Request& r, const Times& t) {
+  bool ok = r.error.empty();
+  failed(TRITONBACKEND_ModelInstanceReportStatistics(triton_, r.request, ok, t.exec_start,
+                                                     t.compute_start, t.compute_end,
+                                                     t.exec_end));
+  if (r.response != nullptr) {
+    TRITONSERVER_Error* error =
+        ok ? nullptr : TRITONSERVER_ErrorNew(r.code, r.error.c_str());
+    std::string unsent =
+        failed(TRITONBACKEND_ResponseSend(r.response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error));
+    if (!unsent.empty()) log_error("model '" + model_.name + "': a response failed: " + unsent);
+  } else {
+    log_error("model '" + model_.name + "': no response could be made: " + r.error);
+  }
+  failed(TRITONBACKEND_RequestRelease(r.request, TRITONSERVER_REQUEST_RELEASE_ALL));
+}
+
+std::vector<at::Tensor> Instance::gather(const std::vector<Request*>& group, int64_t total) {
+  struct Copy {
+    size_t input;
+    std::vector<int64_t> shape;
+    std::vector<Chunk> chunks;
+    int64_t bytes, offset;
+  };
+  std::vector<at::Tensor> inputs(model_.inputs.size());
+  std::vector<Copy> copies;
+  int64_t packed = 0;
+  for (size_t i = 0; i < model_.inputs.size(); ++i) {
+    const TensorSpec& spec = model_.inputs[i];
+    std::vector<int64_t> shape = group[0]->shapes[i];
+    if (model_.max_batch_size > 0) shape[0] = total;
+    int64_t bytes = c10::elementSize(spec.dtype);
+    for (int64_t d : shape) bytes *= d;
+    std::vector<Chunk> chunks;
+    int64_t got = 0;
+    for (const Request* r : group) {
+      TRITONBACKEND_Input* input = nullptr;
+      uint32_t buffers = 0;
+      check(TRITONBACKEND_RequestInput(r->request, spec.name.c_str(), &input), spec.name);
+      check(TRITONBACKEND_InputProperties(input, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                          &buffers),
+            spec.name);
+      for (uint32_t b = 0; b < buffers; ++b) {
+        const void* data = nullptr;
+        uint64_t size = 0;
+        TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
+        int64_t id = 0;
+        check(TRITONBACKEND_InputBuffer(input, b, &data, &size, &type, &id), spec.name);
+        chunks.push_back({data, static_cast<int64_t>(size), memory_device(type, id)});
+        got += static_cast<int64_t>(size);
+      }
+    }
+    if (got != bytes)
+      throw std::runtime_error("input '" + spec.name + "' holds " + std::to_string(got) +
+                               " bytes where its shape " + shape_text(shape) + " needs " +
+                               std::to_string(bytes));
+    auto options = at::TensorOptions().dtype(spec.dtype);
+    if (chunks.size() == 1 && chunks[0].device == device_) {  // read in place
+      inputs[i] = at::from_blob(const_cast<void*>(chunks[0].data), shape, options.device(device_));
+    } else if (bytes == 0) {
+      inputs[i] = at::empty(shape, options.device(device_));
+    } else {
+      copies.push_back({i, shape, std::move(chunks), bytes, packed});
+      packed += aligned(bytes);
+    }
+  }
+  if (copies.empty()) return inputs;
+  // The rest packed into one buffer on the instance's device: host chunks through the
+  // batch itself (CPU) or one pinned staging buffer and a single upload (GPU); chunks in
+  // GPU memory copied after that upload, on the same stream.
+  at::Tensor batch = at::empty({packed}, bytes_on(device_));
+  bool uploads = false;
+  for (const Copy& c : copies)
+    for (const Chunk& chunk : c.chunks) uploads |= device_.is_cuda() && chunk.device.is_cpu();
+  uint8_t* host = uploads ? pinned(staging_in_, packed).data_ptr<uint8_t>()
+                          : (device_.is_cpu() ? batch.data_ptr<uint8_t>() : nullptr);
+  for (const Copy& c : copies) {
+    int64_t at = c.offset;
+    for (const Chunk& chunk : c.chunks) {
+      if (chunk.device.is_cpu()) std::memcpy(host + at, chunk.data, chunk.bytes);
+      at += chunk.bytes;
+    }
+  }
+  if (uploads) batch.copy_(staging_in_.narrow(0, 0, packed), /*non_blocking=*/true);
+  for (const Copy& c : copies) {
+    int64_t at = c.offset;
+    for (const Chunk& chunk : c.chunks) {
+      if (!chunk.device.is_cpu())
+        batch.narrow(0, at, chunk.bytes)
+            .copy_(at::from_blob(const_cast<void*>(chunk.data), {chunk.bytes},
+                                 bytes_on(chunk.device)),
+                   /*non_blocking=*/true);
+      at += chunk.bytes;
+    }
+    inputs[c.input] =
+        batch.narrow(0, c.offset, c.bytes).view(model_.inputs[c.input].dtype).view(c.shape);
+  }
+  return inputs;
+}
+
+std::vector<at::Tensor> Instance::checked_outputs(std::vector<at::Tensor> outputs,
+                                                  int64_t total) {
+  if (outputs.size() != model_.outputs.size())
+    throw std::runtime_error("the model returned " + std::to_string(outputs.size()) +
+                             " outputs where its config declares " +
+                             std::to_string(model_.outputs.size()));
+  bool batching = model_.max_batch_size > 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorSpec& spec = model_.outputs[i];
+    at::Tensor& t = outputs[i];
+    // an FP16 model's floating outputs, as the config declares them (FP32)
+    if (t.is_floating_point() && at::isFloatingType(spec.dtype) && t.scalar_type() != spec.dtype)
+      t = t.to(spec.dtype);
+    if (t.scalar_type() != spec.dtype)
+      throw std::runtime_error("output '" + spec.name + "' is " +
+                               type_name(triton_type(t.scalar_type())) +
+                               " where the config declares " +
+                               type_name(triton_type(spec.dtype)));
+    std::vector<int64_t> want = spec.dims;
+    if (batching) want.insert(want.begin(), total);
+    bool fits = t.dim() == static_cast<int64_t>(want.size());
+    for (size_t d = 0; fits && d < want.size(); ++d) fits = want[d] < 0 || want[d] == t.size(d);
+    if (!fits)
+      throw std::runtime_error("output '" + spec.name + "' has shape " + shape_text(t.sizes()) +
+                               " where the config declares " + shape_text(want));
+    t = t.contiguous();
+  }
+  return outputs;
+}
+
+void Instance::scatter(const std::vector<Request*>& group, const std::vector<at::Tensor>& outputs) {
+  struct Target {
+    size_t output;
+    int64_t row, rows;  // the request's samples in the batch
+    void* buffer;
+    int64_t bytes;
+    at::Device device;
+  };
+  bool batching = model_.max_batch_size > 0;
+  std::vector<Target> targets;
+  int64_t row = 0;
+  for (Request* r : group) {
+    uint32_t count = 0;
+    check(TRITONBACKEND_RequestOutputCount(r->request, &count), "requested outputs");
+    for (uint32_t k = 0; k < count; ++k) {
+      const char* name = nullptr;
+      check(TRITONBACKEND_RequestOutputName(r->request, k, &name), "requested output");
+      size_t i = 0;
+      while (i < model_.outputs.size() && model_.outputs[i].name != name) ++i;
+      if (i == model_.outputs.size())
+        throw std::runtime_error(std::string("no output '") + name + "' in the config");
+      at::Tensor slice = batching ? outputs[i].narrow(0, row, r->batch) : outputs[i];
+      std::vector<int64_t> shape = slice.sizes().vec();
+      TRITONBACKEND_Output* output = nullptr;
+      check(TRITONBACKEND_ResponseOutput(r->response, &output, name,
+                                         triton_type(slice.scalar_type()), shape.data(),
+                                         static_cast<uint32_t>(shape.size())),
+            name);
+      int64_t bytes = slice.numel() * static_cast<int64_t>(slice.element_size());
+      // asked for where the engine ran; Triton answers where the client wants it
+      TRITONSERVER_MemoryType type =
+          device_.is_cuda() ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
+      int64_t id = device_.is_cuda() ? device_.index() : 0;
+      void* buffer = nullptr;
+      check(TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &type, &id), name);
+      if (bytes > 0)
+        targets.push_back({i, batching ? row : 0, slice.size(0), buffer, bytes,
+                           memory_device(type, id)});
+    }
+    row += r->batch;
+  }
+  // Host buffers of a GPU instance: each output downloaded once into pinned memory.
+  std::map<size_t, at::Tensor> on_host;
+  int64_t needed = 0;
+  for (const Target& t : targets)
+    if (t.device.is_cpu() && device_.is_cuda() && !on_host.count(t.output)) {
+      on_host[t.output] = at::Tensor();
+      needed += aligned(outputs[t.output].nbytes());
+    }
+  if (needed > 0) {
+    at::Tensor& staging = pinned(staging_out_, needed);
+    int64_t at = 0;
+    for (auto& [i, host] : on_host) {
+      host = staging.narrow(0, at, outputs[i].nbytes()).view(outputs[i].scalar_type())
+                 .view(outputs[i].sizes());
+      host.copy_(outputs[i], /*non_blocking=*/true);
+      at += aligned(outputs[i].nbytes());
+    }
+    synchronize();
+  }
+  for (const Target& t : targets) {
+    const at::Tensor& source = on_host.count(t.output) ? on_host[t.output] : outputs[t.output];
+    at::Tensor slice = batching ? source.narrow(0, t.row, t.rows) : source;
+    if (t.device.is_cpu() && slice.is_cpu()) {
+      std::memcpy(t.buffer, slice.data_ptr(), t.bytes);
+    } else {
+      at::from_blob(t.buffer, slice.sizes(), slice.options().device(t.device))
+          .copy_(slice, /*non_blocking=*/true);
+    }
+  }
+}
+
+}  // namespace deploybench

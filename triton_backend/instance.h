@@ -1,0 +1,62 @@
+// One model instance: its engine on its device (and CUDA stream), and what an execution
+// does with the requests Triton hands it: their inputs gathered into one batch (read in
+// place where they already lie where the engine runs), the engine run once, its outputs
+// scattered back into each request's response in the memory Triton gives for it, and
+// statistics reported for every request and for the batch.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef DEPLOYBENCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "engine.h"
+#include "model.h"
+#include "triton_api.h"
+
+namespace deploybench {
+
+class Instance {
+ public:
+  Instance(TRITONBACKEND_ModelInstance* triton, const ModelSpec& model, at::Device device);
+  void execute(TRITONBACKEND_Request** requests, uint32_t count);
+
+ private:
+  struct Request {
+    TRITONBACKEND_Request* request = nullptr;
+    TRITONBACKEND_Response* response = nullptr;
+    std::vector<std::vector<int64_t>> shapes;  // each input's, as sent
+    int64_t batch = 1;
+    std::string error;  // why it fails, where it does
+    TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INVALID_ARG;  // the request's fault
+  };
+  struct Times {
+    uint64_t exec_start = 0, compute_start = 0, compute_end = 0, exec_end = 0;
+  };
+
+  void read_request(Request& r);
+  void run_group(const std::vector<Request*>& group, uint64_t exec_start);
+  std::vector<at::Tensor> gather(const std::vector<Request*>& group, int64_t total);
+  std::vector<at::Tensor> checked_outputs(std::vector<at::Tensor> outputs, int64_t total);
+  void scatter(const std::vector<Request*>& group, const std::vector<at::Tensor>& outputs);
+  void finish(Request& r, const Times& times);
+  at::Tensor& pinned(at::Tensor& buffer, int64_t bytes);
+  void synchronize();
+
+  TRITONBACKEND_ModelInstance* triton_;
+  const ModelSpec& model_;
+  at::Device device_;
+  std::unique_ptr<Engine> engine_;
+  at::Tensor staging_in_, staging_out_;  // pinned host memory of a GPU instance
+  bool threads_set_ = false;
+#ifdef DEPLOYBENCH_CUDA
+  std::unique_ptr<c10::cuda::CUDAStream> stream_;
+#endif
+};
+
+}  // namespace deploybench
