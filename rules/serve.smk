@@ -82,8 +82,9 @@ use rule offline as online with:
         spec=spec("online"),
 
 
-# What Triton and the python backend cost by themselves: an identity model with the
-# configuration's tensors, measured as the offline scenario at its smallest and largest batch.
+# What Triton and each backend of ours cost by themselves: an identity model with the
+# configuration's tensors, measured as the offline scenario at its smallest and largest batch
+# (re-run when the code that serves it changes).
 rule floor:
     input:
         perf_data=src("perf_data.json"),
@@ -106,6 +107,7 @@ rule floor:
         bench_slot=1,
     params:
         spec=spec("floor"),
+        code=SERVED_CODE,
     script:
         "../scripts/run_step.py"
 

@@ -69,14 +69,19 @@ class Identity : public Engine {
  public:
   Identity(std::vector<TensorSpec> outputs, at::Device device)
       : outputs_(std::move(outputs)), device_(device) {}
-  bool takes_half() const override { return false; }  // it reads nothing
+  // It reads nothing: its inputs stay where the requests put them, and its zeros are made
+  // there too, so that its cost is the serving path's, no upload or download of its own
+  // (what a real model pays for those, its native measurement pays too).
+  bool takes_half() const override { return false; }
+  bool reads_inputs() const override { return false; }
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
     int64_t n = inputs.empty() ? 1 : inputs[0].size(0);
+    at::Device where = inputs.empty() ? device_ : inputs[0].device();
     std::vector<at::Tensor> out;
     for (const auto& spec : outputs_) {
       std::vector<int64_t> shape{n};
       for (int64_t d : spec.dims) shape.push_back(d < 0 ? 1 : d);
-      out.push_back(at::zeros(shape, at::TensorOptions().dtype(spec.dtype).device(device_)));
+      out.push_back(at::zeros(shape, at::TensorOptions().dtype(spec.dtype).device(where)));
     }
     return out;
   }

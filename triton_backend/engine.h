@@ -33,6 +33,8 @@ class Engine {
   virtual ~Engine() = default;
   // Floating inputs of an FP16 model are cast to half before run().
   virtual bool takes_half() const { return true; }
+  // Whether run() reads its inputs' values (else it gets them uninitialised, where they lie).
+  virtual bool reads_inputs() const { return true; }
   virtual std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) = 0;
 };
 

@@ -41,7 +41,9 @@ class Instance {
 
   void read_request(Request& r);
   void run_group(const std::vector<Request*>& group, uint64_t exec_start);
-  std::vector<at::Tensor> gather(const std::vector<Request*>& group, int64_t total);
+  std::vector<at::Tensor> gather(const std::vector<Request*>& group, int64_t total,
+                                 bool* copied);
+  std::vector<at::Tensor> placeholders(const std::vector<Request*>& group, int64_t total);
   std::vector<at::Tensor> checked_outputs(std::vector<at::Tensor> outputs, int64_t total);
   void scatter(const std::vector<Request*>& group, const std::vector<at::Tensor>& outputs);
   void finish(Request& r, const Times& times);
