@@ -104,6 +104,49 @@ def test_which_backend_serves(settings):
         repository.choose_backend(cg, NGC_SERVER)
 
 
+def test_which_backend_serves_the_torch_formats(settings):
+    """The pipeline's C++ backend serves the PyTorch formats wherever the server has it
+    (auto), the python backend or the format's own where told to; it is refused, with why,
+    for a format it does not serve or a server without it."""
+    embedded = ["deploybench", "python"]
+    for backend in ("ts-trace", "ts-script", "aoti"):
+        run = settings.run("tft-tiny", "cpu", backend, "fp32")
+        assert repository.choose_backend(run, embedded) == "deploybench"
+        assert repository.choose_backend(run, [*NGC_SERVER, "deploybench"]) == "deploybench"
+        assert repository.choose_backend(run, ["python"]) == "python"  # where it is not built
+    for backend in ("ts-trace-cg", "aoti-cg"):
+        assert repository.choose_backend(settings.run("tft-tiny", "h100", backend, "fp16"),
+                                         embedded) == "deploybench"
+    run = settings.run("tft-tiny", "cpu", "ts-trace", "fp32")
+    told = {**run, "server": {**run["server"], "serve_with": "python"}}
+    assert repository.choose_backend(told, embedded) == "python"
+    told = {**run, "server": {**run["server"], "serve_with": "deploybench"}}
+    with pytest.raises(ValueError, match="has no 'deploybench' backend .it has: python; the "
+                                         "install records why"):
+        repository.choose_backend(told, ["python"])
+    onnx = {**settings.run("tft-tiny", "cpu", "onnx", "fp32"), "server": told["server"]}
+    with pytest.raises(ValueError, match="it does not serve backend 'onnx' .it serves the "
+                                         "runners torch, torch-cudagraph, aoti"):
+        repository.choose_backend(onnx, embedded)
+    assert repository.choose_backend({**onnx, "server": run["server"]}, embedded) == "python"
+
+
+def test_aoti_on_a_full_triton_is_torch_aoti_or_refused_with_the_reason(settings):
+    """Triton 26.03 and later serve an AOTInductor package in their pytorch backend
+    (platform torch_aoti), a beta whose README says batches above 1 are not complete."""
+    run = settings.run("tft-tiny", "cpu", "aoti", "fp32")
+    assert repository.choose_backend(run, NGC_SERVER) == "pytorch"
+    with pytest.raises(ValueError, match=r"platform torch_aoti, 26.03 and later\) as a beta "
+                                         r"whose README says batch sizes above 1 are not "
+                                         r"complete; 'tft-tiny' batches up to 8"):
+        triton_config.model_config("tft-tiny", run, "pytorch")
+    single = {**run, "model": {**run["model"], "triton": {
+        **run["model"]["triton"], "max_batch_size": 1, "preferred_batch_sizes": [1]}}}
+    config = triton_config.model_config("tft-tiny", single, "pytorch")
+    assert (config.platform, config.backend, config.default_model_filename) == \
+        ("torch_aoti", "", "model.pt2")
+
+
 def test_onnxruntime_config_lists_only_the_graph_inputs(settings, tmp_path):
     """An exported ONNX graph drops the inputs the model never reads; Triton's onnxruntime
     backend refuses a config that lists them, so its config leaves them out (the python

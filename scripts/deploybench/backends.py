@@ -92,8 +92,10 @@ BACKENDS = {
                 "model.pt", "torch-cudagraph", None, needs_gpu=True),
         # PyTorch 2's counterparts of a TensorRT plan: the exported program compiled ahead
         # of time for the device (AOTInductor), or by torch.compile when it is loaded.
+        # a full Triton (26.03 and later) serves the package in its pytorch backend too
+        # (platform torch_aoti, a beta: deploybench.triton.config)
         Backend("aoti", "PyTorch 2 (torch.export + AOTInductor)", "torch-export", "model.pt2",
-                "aoti", None),
+                "aoti", "pytorch"),
         Backend("torch-compile", "PyTorch 2 (torch.compile)", "torch-export", "model.pt2",
                 "torch-compile", None),
         # The package replayed as CUDA graphs, as ts-trace-cg replays a trace: AOTInductor

@@ -89,12 +89,18 @@ def _params_table(rows: list[tuple[str, object]]) -> str:
                       *[f"| {k} | {v} |" for k, v in rows]])
 
 
+# What a reader should know of the backends of ours that serve a model
+BACKEND_NOTES = {"python": " (its stub process, shared-memory copies of every tensor)",
+                 "deploybench": " (the pipeline's C++ backend: libtorch in the server's process)"}
+
+
 def _served_by(prov: dict) -> str:
     server = prov.get("server", {})
     parts = server.get("ensemble_parts")
     if parts:
         return "ensemble of " + ", ".join(f"{m} ({b})" for m, b in parts.items())
-    return f"{server.get('served_by', 'python')} backend"
+    backend = server.get("served_by", "python")
+    return f"{backend} backend" + BACKEND_NOTES.get(backend, "")
 
 
 def _cache_section(run: dict, offline: dict, online: dict) -> str:
@@ -251,8 +257,9 @@ First call of each batch size in-process (a compile, a CUDA graph's capture), se
 ## Triton's own cost: an identity model
 
 The same server, scenario and data path with a model that returns zeros at no cost
-(`floor.csv`): what Triton and the python backend cost by themselves, apart from the
-model's compute.
+(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
+stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
+themselves, apart from the model's compute.
 
 {markdown_table(measured_columns(read_perf(floor)))}
 

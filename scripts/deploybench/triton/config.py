@@ -134,7 +134,17 @@ def _backend_fields(config: mc.ModelConfig, run: dict, triton_backend: str) -> N
             accel = config.optimization.execution_accelerators.gpu_execution_accelerator.add()
             accel.name = "auto_mixed_precision"
         return
-    config.backend = triton_backend
+    if runner == "aoti":  # an AOTInductor package: Triton 26.03 and later
+        config.platform = "torch_aoti"
+        batch = run["model"]["triton"]["max_batch_size"]
+        if batch > 1:
+            raise ValueError(
+                f"Triton's pytorch backend serves AOTInductor packages (platform torch_aoti, "
+                f"26.03 and later) as a beta whose README says batch sizes above 1 are not "
+                f"complete; '{run['key']['model']}' batches up to {batch}: use "
+                "server.serve_with: python or deploybench for it")
+    else:
+        config.backend = triton_backend
     if triton_backend == "pytorch" and run["precision"] == "fp16":
         floating = [t["name"] for t in run["model"]["inputs"] if t["dtype"].startswith("FP")]
         if floating:
