@@ -6,15 +6,18 @@ shared-memory modes; printed as ratios against the configuration as built.
     python scripts/bench_served_variants.py MODEL GPU BACKEND PRECISION \
         [--configfile config/runs/h100.yaml] [--batches 1 1024] [--modes system cuda] \
         [--variant instances=1] [--variant param:FORCE_CPU_ONLY_INPUT_TENSORS=yes] \
-        [--variant server:python_shm_default_byte_size=67108864] [--variant env:KEY=VALUE] ...
+        [--variant server:python_shm_default_byte_size=67108864] [--variant env:KEY=VALUE] \
+        [--variant backend=python] ...
 
 A variant is one or more comma-separated changes: `instances=N` (the instance count),
 `param:KEY=VALUE` (a parameter of config.pbtxt, read by the served model),
 `server:KEY=N` (a `triton.server` memory setting of the model config),
-`env:KEY=VALUE` (the server's and the python stub's environment). Each variant's served
-model profiles its execute() (DEPLOYBENCH_PROFILE_EVERY): the table shows the model's own
-"run" time beside perf_analyzer's latency. It measures on the real server, so it needs
-the device of the key and the configuration's model repository (build it first:
+`env:KEY=VALUE` (the server's and the python stub's environment), `backend=python` or
+`backend=deploybench` (the same artifact served by the other backend of ours). Each
+variant's served model profiles its executions (DEPLOYBENCH_PROFILE_EVERY, in both
+backends): the table shows the model's own "run" time beside perf_analyzer's latency. It
+measures on the real server, so it needs the device of the key and the configuration's
+model repository (build it first:
 `snakemake results/<model>/<gpu>/<backend>_<precision>/model_repository
     results/<model>/source/perf_data.json`).
 """
@@ -42,7 +45,7 @@ from deploybench.config import Settings, deep_merge  # noqa: E402
 from deploybench.steps.performance import warmed_server  # noqa: E402
 from deploybench.tables import THROUGHPUT  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
-from deploybench.triton import perf_analyzer  # noqa: E402
+from deploybench.triton import cpp_backend, perf_analyzer  # noqa: E402
 from deploybench.triton import repository as triton_repository  # noqa: E402
 
 PROFILE_EVERY = 200
@@ -73,9 +76,16 @@ def apply(variant: str, config_pbtxt: Path, spec: dict) -> tuple[dict, dict]:
         elif name.startswith("server:"):
             spec["model"]["triton"].setdefault("server", {})[name.removeprefix("server:")] = \
                 int(value)
+        elif name == "backend" and value in ("python", cpp_backend.NAME):
+            # the same artifact and parameters, served by the other backend of ours
+            config.backend = value
+            if value == "python":
+                triton_repository.add_python_model(
+                    config_pbtxt.parent / triton_repository.VERSION, "python_model.py")
         elif name != "as-built":
             raise SystemExit(f"unknown change '{change}' in variant '{variant}'; valid: "
-                             "instances=N, param:KEY=VALUE, server:KEY=N, env:KEY=VALUE")
+                             "instances=N, param:KEY=VALUE, server:KEY=N, env:KEY=VALUE, "
+                             f"backend=python|{cpp_backend.NAME}")
     triton_config.write(config, config_pbtxt)
     return env, spec
 
@@ -90,7 +100,8 @@ def measure(spec: dict, repository: Path, variant: str, rows: list, perf_data: P
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     server_log = work / "server.log"
-    instances = triton_config.read(config_pbtxt).instance_group[0].count
+    served = triton_config.read(config_pbtxt)
+    instances, served_by = served.instance_group[0].count, triton_config.served_by(served)
     results = []
     try:
         with open(work / "perf_analyzer.log", "w") as log, \
@@ -103,7 +114,7 @@ def measure(spec: dict, repository: Path, variant: str, rows: list, perf_data: P
                 runs = [float(m.group(2)) for m in PROFILE.finditer(
                     server_log.read_text(errors="replace")[mark:])]
                 results.append({"variant": variant, "batch": row.batch,
-                                "mode": row.shared_memory,
+                                "mode": row.shared_memory, "served by": served_by,
                                 "inf/s": measured[THROUGHPUT],
                                 "avg ms": measured["avg latency (ms)"],
                                 "server compute ms": measured["Server Compute Infer (ms)"],

@@ -311,7 +311,8 @@ def project_copy(dest: Path) -> Path:
     of its own, committed: a run from it records that commit."""
     files = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "Snakefile",
-         "rules", "scripts", "config", "tests/config", "envs", "profiles", "report"],
+         "rules", "scripts", "triton_backend", "config", "tests/config", "envs", "profiles",
+         "report"],
         capture_output=True, text=True, check=True).stdout.splitlines()
     for name in files:
         if (ROOT / name).is_file():

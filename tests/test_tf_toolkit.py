@@ -12,7 +12,7 @@ keras = needs("keras")
 
 from deploybench import keras_export, runners  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
-from deploybench.triton import repository  # noqa: E402
+from deploybench.triton import repository, signature  # noqa: E402
 
 INPUTS = [{"name": "numerical", "dtype": "FP32", "dims": [3]},
           {"name": "categorical", "dtype": "INT64", "dims": [2]}]
@@ -113,3 +113,30 @@ def test_tensorflow_backend_tf_trt_config():
     assert config.platform == "tensorflow_savedmodel"
     (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
     assert accel.name == "tensorrt" and accel.parameters["precision_mode"] == "FP16"
+
+
+def test_a_tensorflow_config_is_checked_against_the_savedmodel_signature(toy, tmp_path):
+    """Check 9 for Triton's tensorflow backend: the serving signature's names, types and
+    dims against the config, before a server loads it."""
+    model, _, _ = toy
+    keras_export.save_savedmodel(model, INPUTS, OUTPUTS, tmp_path / "model.savedmodel")
+    inputs, outputs = signature.savedmodel_signature(tmp_path / "model.savedmodel")
+    assert inputs == {"numerical": ("FP32", [-1, 3]), "categorical": ("INT64", [-1, 2])}
+    assert outputs == {"prob": ("FP32", [-1, 1]), "logit": ("FP32", [-1, 1])}
+    run = {"key": {"model": "toy", "backend": "tf-savedmodel"}, "precision": "fp32",
+           "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
+           "backend": {"runner": "tensorflow", "triton_backend": "tensorflow"},
+           "server": {"serve_with": "auto"},
+           "model": {"inputs": INPUTS, "outputs": OUTPUTS,
+                     "triton": {"max_batch_size": 64, "instances": 1,
+                                "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
+    config = triton_config.model_config("toy", run, "tensorflow")
+    signature.check(config, tmp_path / "model.savedmodel", "tensorflow", served_by_us=False)
+    config.input[1].data_type = triton_config.mc.TYPE_INT32
+    config.output[0].dims[0] = 2
+    with pytest.raises(ValueError, match=r"input 'categorical' is INT64 in the artifact, the "
+                                         r"config declares INT32; output 'prob' has dims "
+                                         r"\[-1, 1\] in the artifact, the config declares "
+                                         r"\[-1, 2\]"):
+        signature.check(config, tmp_path / "model.savedmodel", "tensorflow",
+                        served_by_us=False)

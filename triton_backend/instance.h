@@ -49,6 +49,7 @@ class Instance {
   void finish(Request& r, const Times& times);
   at::Tensor& pinned(at::Tensor& buffer, int64_t bytes);
   void synchronize();
+  void profile(const Times& times);
 
   TRITONBACKEND_ModelInstance* triton_;
   const ModelSpec& model_;
@@ -56,6 +57,11 @@ class Instance {
   std::unique_ptr<Engine> engine_;
   at::Tensor staging_in_, staging_out_;  // pinned host memory of a GPU instance
   bool threads_set_ = false;
+  // DEPLOYBENCH_PROFILE_EVERY=N: every N executions, the mean time of their phases in the
+  // server log (gathering the inputs, running the model, scattering the outputs), as the
+  // python backend's model file reports it (scripts/bench_served_variants.py reads both)
+  int64_t profile_every_ = 0, executions_ = 0;
+  double phases_ms_[3] = {0, 0, 0};
 #ifdef DEPLOYBENCH_CUDA
   std::unique_ptr<c10::cuda::CUDAStream> stream_;
 #endif
