@@ -35,6 +35,17 @@ class Toy(keras.Model):
         return [tf.sigmoid(logit), logit]
 
 
+def tf_run(backend: str, runner: str, precision: str, instances: int = 1) -> dict:
+    """A run of the toy served by Triton's tensorflow backend."""
+    return {"key": {"model": "toy", "backend": backend}, "precision": precision,
+            "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
+            "backend": {"runner": runner, "triton_backend": "tensorflow"},
+            "server": {"serve_with": "auto"},
+            "model": {"inputs": INPUTS, "outputs": OUTPUTS,
+                      "triton": {"max_batch_size": 64, "instances": instances,
+                                 "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
+
+
 @pytest.fixture(scope="module")
 def toy():
     keras.utils.set_random_seed(0)
@@ -74,13 +85,7 @@ def test_onnx_export_keeps_the_config_names(toy, tmp_path):
 
 
 def test_tensorflow_backend_config(tmp_path):
-    run = {"key": {"model": "toy", "backend": "tf-savedmodel"}, "precision": "fp16",
-           "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
-           "backend": {"runner": "tensorflow", "triton_backend": "tensorflow"},
-           "server": {"serve_with": "auto"},
-           "model": {"inputs": INPUTS, "outputs": OUTPUTS,
-                     "triton": {"max_batch_size": 64, "instances": 2,
-                                "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
+    run = tf_run("tf-savedmodel", "tensorflow", "fp16", instances=2)
     backend = repository.choose_backend(run, ["python", "tensorflow"])
     config = triton_config.model_config("toy", run, backend)
     assert config.platform == "tensorflow_savedmodel"
@@ -102,13 +107,7 @@ def test_tf_trt_refuses_a_tensorflow_without_tensorrt(toy, tmp_path):
 
 
 def test_tensorflow_backend_tf_trt_config():
-    run = {"key": {"model": "toy", "backend": "tf-trt"}, "precision": "fp16",
-           "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
-           "backend": {"runner": "tensorflow-trt", "triton_backend": "tensorflow"},
-           "server": {"serve_with": "auto"},
-           "model": {"inputs": INPUTS, "outputs": OUTPUTS,
-                     "triton": {"max_batch_size": 64, "instances": 1,
-                                "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
+    run = tf_run("tf-trt", "tensorflow-trt", "fp16")
     config = triton_config.model_config("toy", run, "tensorflow")
     assert config.platform == "tensorflow_savedmodel"
     (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
@@ -123,14 +122,8 @@ def test_a_tensorflow_config_is_checked_against_the_savedmodel_signature(toy, tm
     inputs, outputs = signature.savedmodel_signature(tmp_path / "model.savedmodel")
     assert inputs == {"numerical": ("FP32", [-1, 3]), "categorical": ("INT64", [-1, 2])}
     assert outputs == {"prob": ("FP32", [-1, 1]), "logit": ("FP32", [-1, 1])}
-    run = {"key": {"model": "toy", "backend": "tf-savedmodel"}, "precision": "fp32",
-           "gpu": {"kind": "gpu"}, "artifact": "model.savedmodel",
-           "backend": {"runner": "tensorflow", "triton_backend": "tensorflow"},
-           "server": {"serve_with": "auto"},
-           "model": {"inputs": INPUTS, "outputs": OUTPUTS,
-                     "triton": {"max_batch_size": 64, "instances": 1,
-                                "preferred_batch_sizes": [64], "max_queue_delay_us": 1}}}
-    config = triton_config.model_config("toy", run, "tensorflow")
+    config = triton_config.model_config("toy", tf_run("tf-savedmodel", "tensorflow", "fp32"),
+                                        "tensorflow")
     signature.check(config, tmp_path / "model.savedmodel", "tensorflow", served_by_us=False)
     config.input[1].data_type = triton_config.mc.TYPE_INT32
     config.output[0].dims[0] = 2
