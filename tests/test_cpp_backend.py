@@ -4,7 +4,8 @@ in-process module's on every data path (gRPC, HTTP, system shared memory; on a G
 shared memory in and out, CUDA graphs, FP16); the dynamic batcher's requests come back to
 their own clients; a model that raises, or a request of the wrong type, gets an error
 response and the server serves on; a model that cannot load says why; the server-side
-statistics that perf_analyzer reads are filled."""
+statistics that perf_analyzer reads are filled; the pipeline's BERT and FastPitch, converted
+by the real Snakemake, served equal to their in-process runner."""
 
 import base64
 import copy
@@ -16,13 +17,18 @@ from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from conftest import check_littles_law, snakemake
+from deploybench import artifacts, source_model
+from deploybench.steps.conversion_check import tolerance
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, install, repository
+from deploybench.triton.client import infer_all
 from deploybench.triton.server import ServerError, TritonServer
 
 pytestmark = pytest.mark.e2e  # the real Triton server
@@ -241,6 +247,50 @@ def test_without_a_compiler_the_install_says_why_and_keeps_the_python_backend(tm
     assert "the C++ backend is not available, the python backend serves every format" \
         in result.stderr
     assert repository.choose_backend(run_of(), ["python"]) == "python"
+
+
+# The pipeline's own tiny models, converted and checked by the real Snakemake, served by the
+# C++ backend (TFT's ts-trace and aoti are measured in test_pipeline and test_compiled,
+# FastPitch's ts-trace in test_models_e2e, each served by it).
+SERVED_NATIVELY = ["results/bert-tiny/cpu/ts-trace_fp32", "results/bert-tiny/cpu/aoti_fp32",
+                   "results/fastpitch-tiny/cpu/aoti_fp32"]
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    """The configurations' model repositories, and BERT's aoti measured offline (the real
+    perf_analyzer through the C++ backend)."""
+    work = tmp_path_factory.mktemp("served-natively")
+    snakemake(work, *(f"{r}/model_repository" for r in SERVED_NATIVELY),
+              "results/bert-tiny/cpu/aoti_fp32/offline.csv")
+    return work
+
+
+@pytest.mark.parametrize("run_dir", SERVED_NATIVELY)
+def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
+        pipeline, settings, triton, run_dir):
+    """BERT's and FastPitch's evaluation sets through the real Triton and the C++ backend:
+    every output equals the in-process runner's (the native step's) within the conversion
+    check's tolerance."""
+    _, model, gpu, configuration = run_dir.split("/")
+    run = settings.run(model, gpu, *configuration.split("_"))
+    folder = pipeline / run_dir
+    config = triton_config.read(folder / "model_repository" / model / "config.pbtxt")
+    assert triton_config.served_by(config) == cpp_backend.NAME
+    inputs, _, _ = source_model.load_eval(run["model"],
+                                          pipeline / f"results/{model}/source/eval.npz")
+    expected = artifacts.runner(folder / "converted" / run["artifact"], run)(inputs)
+    with TritonServer(triton, folder / "model_repository", folder / "check.log", model) \
+            as server:
+        served = infer_all(server.grpc_url, run, inputs, run["model"]["accuracy"]["batch_size"])
+    for spec, got, want in zip(run["model"]["outputs"], served, expected):
+        tol = tolerance(run["model"], run["precision"], spec["name"])
+        np.testing.assert_allclose(got, want, atol=tol["atol"], rtol=tol["rtol"],
+                                   err_msg=f"{run_dir}: {spec['name']}")
+    if configuration == "aoti_fp32" and model == "bert-tiny":
+        offline = pd.read_csv(folder / "offline.csv")
+        assert set(offline["Served by"]) == {cpp_backend.NAME}, offline
+        check_littles_law(offline, "offline")
 
 
 # ---- on a GPU -------------------------------------------------------------------------
