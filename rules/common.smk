@@ -224,6 +224,20 @@ def configuration_readme(key):
     return layout.fill(cfg(layout.CONFIGURATION_REPORT), **key)
 
 
+def run_order(w):
+    """A job's priority: the earlier its configuration among config `targets`, the higher
+    (a model's own jobs: its first configuration's), so that the scheduler finishes one
+    configuration, report and all, before the next, and a run stopped at any point leaves
+    every configuration it finished complete. 0 for one not among them."""
+    given = dict(w.items())
+    keys = [k for k in ("model", "gpu", "backend", "precision") if k in given]
+    targets = config["targets"]
+    for i, target in enumerate(targets):
+        if all(target[k] == given[k] for k in keys):
+            return len(targets) - i
+    return 0
+
+
 def default_targets():
     """Every default configuration's report and regression report and its model's, as HTML
     pages (the markdown reports they render come with them): the HTML report (`snakemake

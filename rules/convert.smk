@@ -10,6 +10,7 @@ rule convert:
         log=cfg("logs/convert_{converted}.log"),
     benchmark:
         cfg("benchmarks/convert_{converted}.tsv")
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -53,6 +54,7 @@ rule conversion_check:
         log=cfg("logs/conversion_check.log"),
     benchmark:
         cfg("benchmarks/conversion_check.tsv")
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -71,6 +73,7 @@ rule model_repository:
         out=directory(cfg("model_repository")),
     log:
         log=cfg("logs/model_repository.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:

@@ -9,6 +9,7 @@ rule plots:
         offline_latency=reported(cfg("plots/offline_latency.png")),
     log:
         log=cfg("logs/plots.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -27,6 +28,7 @@ rule online_plot:
         online_latency=reported(cfg("plots/online_latency.png")),
     log:
         log=cfg("logs/online_plot.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -56,6 +58,7 @@ rule configuration_report:
         out=cfg(layout.CONFIGURATION_REPORT),
     log:
         log=cfg("logs/configuration_report.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -75,6 +78,7 @@ rule model_report:
         online_frontier=reported(f"{layout.MODEL}/plots/online_frontier.png"),
     log:
         log=f"{layout.MODEL}/logs/model_report.log",
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -106,6 +110,7 @@ rule configuration_comparison:
         out=cfg(layout.COMPARISON),
     log:
         log=cfg("logs/configuration_comparison.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -136,6 +141,7 @@ rule configuration_html:
         out=reported(cfg(layout.CONFIGURATION_PAGE)),
     log:
         log=cfg("logs/configuration_html.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -153,6 +159,7 @@ rule model_comparison:
         out=layout.MODEL_COMPARISON,
     log:
         log=f"{layout.MODEL}/logs/model_comparison.log",
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:

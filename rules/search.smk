@@ -14,6 +14,7 @@ rule search_repository:
         out=directory(pnt("model_repository")),
     log:
         log=pnt("logs/model_repository.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -41,6 +42,7 @@ checkpoint search_point:
         online_server_log=pnt("logs/online_server.log"),
     benchmark:
         pnt("benchmarks/point.tsv")
+    priority: run_order
     group:
         DEVICE_GROUP
     conda:
@@ -65,6 +67,7 @@ rule search_report:
         frontier=reported(srch("frontier.png")),
     log:
         log=srch("logs/search.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:

@@ -18,6 +18,7 @@ rule accuracy:
         server_log=cfg("logs/accuracy_server.log"),
     benchmark:
         cfg("benchmarks/accuracy.tsv")
+    priority: run_order
     group:
         DEVICE_GROUP
     conda:
@@ -47,6 +48,7 @@ rule offline:
         server_log=cfg("logs/offline_server.log"),
     benchmark:
         cfg("benchmarks/offline.tsv")
+    priority: run_order
     group:
         DEVICE_GROUP
     conda:
@@ -97,6 +99,7 @@ rule floor:
         server_log=cfg("logs/floor_server.log"),
     benchmark:
         cfg("benchmarks/floor.tsv")
+    priority: run_order
     group:
         DEVICE_GROUP
     conda:
@@ -123,6 +126,7 @@ rule native:
         log=cfg("logs/native.log"),
     benchmark:
         cfg("benchmarks/native.tsv")
+    priority: run_order
     group:
         DEVICE_GROUP
     conda:

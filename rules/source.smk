@@ -10,6 +10,7 @@ rule weights:
         log=src("logs/weights.log"),
     benchmark:
         src("benchmarks/weights.tsv")
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -28,6 +29,7 @@ rule generate_data:
         log=src("logs/generate_data.log"),
     benchmark:
         src("benchmarks/generate_data.tsv")
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -50,6 +52,7 @@ rule eval_set:
         log=src("logs/eval_set.log"),
     benchmark:
         src("benchmarks/eval_set.tsv")
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -67,6 +70,7 @@ rule perf_data:
         out=src("perf_data.json"),
     log:
         log=src("logs/perf_data.log"),
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -88,6 +92,7 @@ rule export:
         log=layout.export("{export_folder}", "logs/{exported}.log"),
     benchmark:
         layout.export("{export_folder}", "benchmarks/{exported}.tsv")
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:
@@ -131,6 +136,7 @@ rule sparse_export:
         log=f"{layout.EXPORT}/logs/sparse.log",
     benchmark:
         f"{layout.EXPORT}/benchmarks/sparse.tsv"
+    priority: run_order
     conda:
         "../envs/deploybench.yaml"
     resources:

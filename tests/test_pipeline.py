@@ -19,7 +19,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, check_measurements, planned_jobs, snakemake
+from conftest import ROOT, TINY, check_littles_law, check_measurements, planned_jobs, snakemake
 from deploybench import layout, provenance
 from deploybench.config import deep_merge
 from deploybench.steps.report import served_vs_native, served_vs_native_table
@@ -619,13 +619,50 @@ def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):
     assert locks[0]["released_at"] <= locks[1]["acquired_at"], locks  # one at a time
 
 
+def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
+    """No three windows agree within 0.001 %: every level is measured once more and kept,
+    flagged with its windows' spread (where it used to end the run), the reports mark
+    it, and the run builds its two configurations one after the other: the first one's
+    measurements all before the second one's."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    second = "results/tft-tiny/cpu/ts-trace_fp32"
+    strict = {"stability_percentage": 0.001, "max_trials": 3, "attempts": 1}
+    extra = tmp_path / "unstable.yaml"
+    extra.write_text(yaml.safe_dump({
+        "targets": [dict(zip(("model", "gpu", "backend", "precision"),
+                             ["tft-tiny", "cpu", *Path(r).name.split("_")]))
+                    for r in (RUN, second)],
+        "perf": {**strict, "on_unstable": "record"}, "perf_overrides": {"cpu": strict}}))
+    snakemake(work, "--configfile", str(TINY), str(extra))
+    locks = {}
+    for run in (RUN, second):
+        for scenario in ("offline", "online"):
+            table = pd.read_csv(work / run / f"{scenario}.csv")
+            assert not table["Stable"].any(), table
+            # three windows never agree within 0.001 %: the kept ones spread wider
+            assert (table["window spread (%)"] > 0.001).all(), table
+            check_littles_law(table, f"{run} {scenario}")
+            assert "recorded as unstable" in (work / run / f"logs/{scenario}.log").read_text()
+        readme = (work / run / "README.md").read_text()
+        offline = pd.read_csv(work / run / "offline.csv")
+        assert f"**{len(offline)} of {len(offline)} levels did not stabilise**" in readme
+        locks[run] = [json.loads(p.read_text())["provenance"]["device_lock"]
+                      for p in (work / run).glob("*.json")
+                      if "device_lock" in json.loads(p.read_text()).get("provenance", {})]
+        assert len(locks[run]) >= 3, run  # offline, online, floor at least
+    assert max(lock["released_at"] for lock in locks[RUN]) <= \
+        min(lock["acquired_at"] for lock in locks[second])
+
+
 def test_failed_step_keeps_the_earlier_good_result(built, tmp_path):
-    """A failing re-run (unreachable stability) leaves no partial CSV, and the earlier
-    good measurement survives in history/ (Snakemake deletes a re-run job's outputs)."""
+    """With perf.on_unstable: fail, a failing re-run (unreachable stability) leaves no
+    partial CSV, and the earlier good measurement survives in history/ (Snakemake deletes
+    a re-run job's outputs)."""
     good = (built / RUN / "offline.csv").read_text()
     strict = tmp_path / "strict.yaml"
     strict.write_text(yaml.safe_dump({"perf": {
-        "stability_percentage": 0.001, "max_trials": 1, "attempts": 1,
+        "stability_percentage": 0.001, "max_trials": 1, "attempts": 1, "on_unstable": "fail",
         "measurement_mode": "count_windows", "measurement_interval_ms": 500}}))
     result = snakemake(built, f"{RUN}/offline.csv", "--configfile", str(TINY), str(strict),
                        check=False)

@@ -28,8 +28,14 @@ COMPONENT_SUM = "sum of components (ms)"
 # pipeline's C++ backend, libtorch in the server) or a framework backend of a full Triton.
 SERVED_BY = "Served by"
 # offline.csv, online.csv, floor.csv: the reference columns first, then ours
+# Whether perf_analyzer's last windows agreed within perf.stability_percentage in one of
+# the level's attempts; a level that never did is measured once more and kept, flagged
+# (perf.on_unstable: record). The spread: the largest of throughput's and average latency's
+# (max - min) / mean over the windows the row was measured on, in %.
+STABLE = "Stable"
+WINDOW_SPREAD = "window spread (%)"
 PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS, SHARED_MEMORY,
-                COMPONENT_SUM, SERVED_BY]
+                COMPONENT_SUM, SERVED_BY, STABLE, WINDOW_SPREAD]
 
 # native.csv: host arrays in and out (what the python backend's runner does), and for a
 # torch runner on a GPU the same with inputs and outputs already on the device
@@ -75,8 +81,14 @@ def read_perf(csv: Path) -> pd.DataFrame:
     """An offline, online or floor table; one measured before the shared-memory column
     existed used system shared memory offline (the only mode then), none online; one
     measured before the component sum was kept gets it from its components; one measured
-    before the served-by column was served by the python backend (the only one then)."""
+    before the served-by column was served by the python backend (the only one then); one
+    measured before the stability column settled on every row (an unsettled level ended its
+    step then), its window spread unknown."""
     table = pd.read_csv(csv)
+    if STABLE not in table:
+        table[STABLE] = True
+    if WINDOW_SPREAD not in table:
+        table[WINDOW_SPREAD] = float("nan")
     if SERVED_BY not in table:
         table[SERVED_BY] = "python"
     if SHARED_MEMORY not in table:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import atomic, baseline, layout
 from ..host_load import CONTENDED_CORES
-from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
+from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
 from .report import PERF_ANALYZER_STABILITY, markdown_table
 
 LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],
@@ -78,8 +78,19 @@ def _contended(report: dict, level: dict) -> bool:
 
 def _read(scenario: str, csv: Path) -> pd.DataFrame:
     table = pd.read_csv(csv) if scenario == "native" else read_perf(csv)
-    keep = [c for c in [*LEVEL[scenario], *METRICS[scenario]] if c in table]
+    keep = [c for c in [*LEVEL[scenario], *METRICS[scenario], STABLE, WINDOW_SPREAD]
+            if c in table]
     return table[keep]
+
+
+def _unstable_noise(row: pd.Series, suffix: str, noise_pct: float) -> tuple[float, bool]:
+    """A side's noise widened to its window spread where its level did not stabilise
+    (perf.on_unstable: record), and whether it did not."""
+    stable = row.get(f"{STABLE} {suffix}")
+    if stable is None or pd.isna(stable) or bool(stable):
+        return noise_pct, False
+    spread = row.get(f"{WINDOW_SPREAD} {suffix}")
+    return (noise_pct if pd.isna(spread) else max(noise_pct, float(spread))), True
 
 
 @dataclass
@@ -116,14 +127,16 @@ def compare_scenario(name: str, current: baseline.Measurement | None,
         level = {k: row[k] for k in keys}
         out = {k: (int(v) if isinstance(v, float) else v) for k, v in level.items()}
         verdict, contended = _verdict(name, row, level, reports, out, stability)
-        out["verdict"] = verdict
-        out["contended"] = contended
+        out["verdict"], out["contended"] = verdict, contended
+        out["unstable"] = ", ".join(
+            side for side, suffix in (("baseline", "base"), ("current", "now"))
+            if _unstable_noise(row, suffix, 0.0)[1])
         rows.append(out)
         result.counts[verdict] = result.counts.get(verdict, 0) + 1
         result.contended += bool(contended)
     order = [*keys, *(f"{_short(m)} {part}" for m in METRICS[name]
                       for part in ("baseline", "current", "change")), NOISE, "verdict",
-             "contended"]
+             "contended", "unstable"]
     table = pd.DataFrame(rows)
     result.table = table[[c for c in order if c in table]]
     return result
@@ -144,8 +157,8 @@ def _verdict(name: str, row: pd.Series, level: dict, reports: list[dict], out: d
                     out[f"{_short(metric)} {side}"] = row[f"{metric} {suffix}"]
         return ("removed" if row["_merge"] == "left_only" else "added"), contended
     throughput = [row.get(f"{THROUGHPUT} {suffix}") for suffix in ("base", "now")]
-    noises = [noise(report, level, value, stability)
-              for report, value in zip(reports, throughput)]
+    noises = [_unstable_noise(row, suffix, noise(report, level, value, stability))[0]
+              for report, value, suffix in zip(reports, throughput, ("base", "now"))]
     better = set()
     for metric, sign in METRICS[name].items():
         base, now = row.get(f"{metric} base"), row.get(f"{metric} now")
@@ -324,7 +337,8 @@ the value. A level is faster or slower where its throughput or average latency (
 median latency, device-resident throughput) differs beyond both sides' noise (the ranges
 value ± noise do not overlap), mixed where they disagree; p99 is shown, not judged (no
 stability criterion bounds it). `contended`: the side ran beside other load (more than
-{CONTENDED_CORES} cores of other processes).
+{CONTENDED_CORES} cores of other processes); `unstable`: the side's level did not stabilise
+(kept by `perf.on_unstable: record`), its noise widened to the spread of its windows.
 """
     for s in comparison.scenarios:
         text += f"\n## {s.name.capitalize()}\n\n"

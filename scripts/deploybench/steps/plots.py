@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import atomic  # noqa: E402
-from ..tables import COMPONENTS, SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
+from ..tables import COMPONENTS, SHARED_MEMORY, STABLE, THROUGHPUT, read_perf  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:
@@ -44,11 +44,13 @@ def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, mode in enumerate(modes):
         rows = table[table[SHARED_MEMORY] == mode].set_index("Batch").reindex(batches)
-        ax.bar([x + i * width for x in range(len(batches))], rows[THROUGHPUT], width,
-               label=f"{mode} shared memory", color=("#76b900", "#1a6fb0", "#999")[i % 3])
+        bars = ax.bar([x + i * width for x in range(len(batches))], rows[THROUGHPUT], width,
+                      label=f"{mode} shared memory", color=("#76b900", "#1a6fb0", "#999")[i % 3])
+        _hatch_unstable(bars, rows[STABLE])
     ax.set_xticks([x + width * (len(modes) - 1) / 2 for x in range(len(batches))],
                   [str(b) for b in batches])
-    ax.set(xlabel="Batch", ylabel="Inferences/second", title=f"Throughput vs batch: {title}")
+    ax.set(xlabel="Batch", ylabel="Inferences/second",
+           title=f"Throughput vs batch: {title}{_unstable_title(table)}")
     ax.legend(fontsize="small")
     _save(fig, throughput_png)
 
@@ -58,8 +60,13 @@ def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path
         suffix = f" ({mode})" if len(modes) > 1 else ""
         for col in ("avg latency (ms)", "p90 latency (ms)", "p95 latency (ms)",
                     "p99 latency (ms)"):
-            ax.plot(rows["Batch"].astype(str), rows[col], marker="o", label=col + suffix)
-    ax.set(xlabel="Batch", ylabel="Latency (ms)", title=f"Latency vs batch: {title}")
+            ax.plot(rows["Batch"].astype(str), rows[col], marker="o",
+                    label=col + suffix)
+            unstable = ~rows[STABLE].astype(bool)  # hollow, ringed in red
+            ax.plot(rows["Batch"].astype(str)[unstable], rows[col][unstable], "o",
+                    markerfacecolor="white", markeredgecolor="red", linestyle="none")
+    ax.set(xlabel="Batch", ylabel="Latency (ms)",
+           title=f"Latency vs batch: {title}{_unstable_title(table)}")
     ax.legend(fontsize="small")
     _save(fig, latency_png)
 
@@ -67,18 +74,32 @@ def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path
 MAX_BAR_LABELS = 12  # a sweep of 32 levels labels every third bar
 
 
+def _hatch_unstable(bars, stable: pd.Series) -> None:
+    """Hatch (red edge) the bars of levels that did not stabilise (perf.on_unstable)."""
+    for bar, ok in zip(bars, stable.tolist()):
+        if not (pd.isna(ok) or bool(ok)):
+            bar.set_hatch("//")
+            bar.set_edgecolor("red")
+
+
+def _unstable_title(table: pd.DataFrame) -> str:
+    count = int((~table[STABLE].astype(bool)).sum())
+    return f"\n({count} unstable level{'s' * (count > 1)}: hatched, ringed)" if count else ""
+
+
 def online_latency_plot(csv: Path, title: str, latency_png: Path) -> None:
-    table = pd.read_csv(csv).sort_values("Concurrency")
+    table = read_perf(csv).sort_values("Concurrency")
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bottom = None
     x = range(len(table))
     for col in COMPONENTS:
-        ax.bar(x, table[col], bottom=bottom, label=col.replace(" (ms)", ""))
+        bars = ax.bar(x, table[col], bottom=bottom, label=col.replace(" (ms)", ""))
+        _hatch_unstable(bars, table[STABLE])
         bottom = table[col] if bottom is None else bottom + table[col]
     step = -(-len(table) // MAX_BAR_LABELS)
     ax.set_xticks(list(x)[::step], [str(c) for c in table["Concurrency"]][::step])
     ax.set(xlabel="Concurrency", ylabel="Latency (ms)",
-           title=f"Latency components vs concurrency: {title}")
+           title=f"Latency components vs concurrency: {title}{_unstable_title(table)}")
     ax.legend(fontsize="small")
     _save(fig, latency_png)
 

@@ -19,8 +19,10 @@ from ..tables import (
     DEVICE_THROUGHPUT,
     REFERENCE_SERIES,
     SHARED_MEMORY,
+    STABLE,
     TELEMETRY_COLUMNS,
     THROUGHPUT,
+    WINDOW_SPREAD,
     measured_columns,
     published_gpus,
     read_perf,
@@ -132,6 +134,7 @@ def _online_section(run: dict, files: dict, rel: dict) -> str:
             f"queue\ndelay {triton['max_queue_delay_us']} µs), HTTP, batch "
             f"{run['model']['online']['batch_size']}.\n\n"
             f"![Latency vs concurrency]({rel['online_latency']})\n\n"
+            + unstable_note(read_perf(files["online"]), run["perf"])
             + markdown_table(measured_columns(read_perf(files["online"]))))
 
 
@@ -211,6 +214,7 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency")}
     online_section = _online_section(run, files, rel)
+    offline_table, floor_table = read_perf(files["offline"]), read_perf(floor)
     text = f"""# {title}
 
 Built by the deploybench pipeline: export → conversion → conversion check → Triton model
@@ -238,7 +242,7 @@ which a torch runner takes without a host copy. `avg latency (ms)` is perf_analy
 ![Throughput vs batch]({rel["offline_throughput"]})
 ![Latency vs batch]({rel["offline_latency"]})
 
-{markdown_table(measured_columns(read_perf(files["offline"])))}
+{unstable_note(offline_table, run["perf"])}{markdown_table(measured_columns(offline_table))}
 
 ## Serving overhead: Triton vs native
 
@@ -261,7 +265,7 @@ The same server, scenario and data path with a model that returns zeros at no co
 stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
 themselves, apart from the model's compute.
 
-{markdown_table(measured_columns(read_perf(floor)))}
+{unstable_note(floor_table, run["perf"])}{markdown_table(measured_columns(floor_table))}
 
 {_cache_section(run, offline_report, online_report)}## Online scenario
 
@@ -295,6 +299,19 @@ def _stability(perf: dict) -> str:
         text += (f" (looser than perf_analyzer's and the references' "
                  f"{PERF_ANALYZER_STABILITY} %: perf_overrides for this device)")
     return text + (f", {perf['repeats']} runs a level" if perf.get("repeats", 1) > 1 else "")
+
+
+def unstable_note(table: pd.DataFrame, perf: dict) -> str:
+    """A warning above a table with rows that did not stabilise (perf.on_unstable:
+    record): how many, and what their figures are worth."""
+    unstable = table[~table[STABLE].astype(bool)]
+    if unstable.empty:
+        return ""
+    return (f"**{len(unstable)} of {len(table)} levels did not stabilise** (`Stable` false): "
+            f"perf_analyzer's last windows never agreed within "
+            f"{perf['stability_percentage']} % in {perf['attempts']} attempts, so each was "
+            "measured once more and kept; its `window spread (%)` (up to "
+            f"{unstable[WINDOW_SPREAD].max():g} %) bounds what its figures are worth.\n\n")
 
 
 def _noise(offline: dict, online: dict) -> str:

@@ -23,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 from .. import atomic
 from .. import search as configuration_search
 from ..search import at_budget, peak
-from ..tables import THROUGHPUT, read_perf
+from ..tables import STABLE, THROUGHPUT, read_perf
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.perf_analyzer import PerfError
@@ -97,7 +97,8 @@ def point_rows(table: pd.DataFrame) -> list[dict]:
     """A scenario's levels (its CSV, read_perf) as point.json keeps them."""
     return [{"batch": int(r["Batch"]), "concurrency": int(r["Concurrency"]),
              "shared_memory": r["Shared memory"], "throughput": float(r[THROUGHPUT]),
-             "p99_ms": float(r[P99]), "avg_ms": float(r[AVERAGE])}
+             "p99_ms": float(r[P99]), "avg_ms": float(r[AVERAGE]),
+             "stable": bool(r[STABLE])}  # False: kept by perf.on_unstable: record
             for _, r in table.iterrows()]
 
 

@@ -4,14 +4,17 @@ Offline (the references' static batching): concurrency 1, one perf_analyzer call
 size, the model loaded without its dynamic batcher. Online: dynamic batching, one call per
 concurrency level at the online batch size. Each scenario's protocol, shared memory,
 window (requests or time) and warm-up are the model's, as its reference document ran them.
-One call per row means a level that does not stabilise is retried (perf.attempts) and
-then fails the step, instead of silently ending a sweep with rows missing.
+One call per row means a level that does not stabilise is retried (perf.attempts), then
+measured once more without the stability criterion and kept, flagged unstable with the
+spread of its windows (perf.on_unstable: record), or it fails the step (fail): never a
+sweep silently ending with rows missing.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -27,7 +30,9 @@ from ..tables import (
     LATENCY_COLUMNS,
     PERF_COLUMNS,
     SHARED_MEMORY,
+    STABLE,
     THROUGHPUT,
+    WINDOW_SPREAD,
 )
 from ..tensors import numpy_dtype
 
@@ -40,6 +45,12 @@ PA_TO_TABLE = dict(zip(
 
 
 REQUESTS = "requests/s"  # beside THROUGHPUT (batch x requests/s), in the scenario's JSON
+
+# What perf_analyzer prints (-v) for each window, and when no three windows agreed
+WINDOW = re.compile(r"Pass \[\d+\] throughput: ([0-9.e+]+) infer/sec\. Avg latency: (\d+) usec")
+UNSETTLED = "Failed to obtain stable measurement"
+# A stability threshold (%) any three windows meet: the run that records an unstable level
+ANY_SPREAD = 1_000_000
 
 
 class PerfError(RuntimeError):
@@ -84,10 +95,11 @@ def protocol(run: dict, scenario: str) -> str:
 
 
 def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
-            attempt: int = 1, scale: int = 1) -> list[str]:
+            attempt: int = 1, scale: int = 1, stability: float | None = None) -> list[str]:
     """The perf_analyzer command line. A retry doubles the window (its request count, or
     its interval in time windows), as perf_analyzer advises when it cannot stabilise;
-    `scale` multiplies it (the warm-up's longer window)."""
+    `scale` multiplies it (the warm-up's longer window); `stability` replaces
+    perf.stability_percentage. Verbose (-v): each window's figures, for their spread."""
     batch, concurrency = row.batch, row.concurrency
     model, perf = run["model"], run["perf"]
     mode, interval_ms, request_count = window(run, scenario)
@@ -106,8 +118,8 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
         *(["--measurement-request-count", str(request_count)]
           if mode == "count_windows" else []),
         "-p", str(interval_ms),
-        "-s", str(perf["stability_percentage"]), "-r", str(perf["max_trials"]),
-        "-f", str(csv_path), "--verbose-csv",
+        "-s", str(stability or perf["stability_percentage"]), "-r", str(perf["max_trials"]),
+        "-f", str(csv_path), "--verbose-csv", "-v",
         "-i", via, "-u", server.grpc_url if via == "grpc" else server.http_url,
     ]
     if row.shared_memory != "none":
@@ -133,16 +145,31 @@ def parse_csv(text: str, row: Row) -> dict:
                     COMPONENT_SUM: sum(table[c] for c in COMPONENTS)}
 
 
+def window_spread(stdout: str) -> float:
+    """The spread of the last three windows perf_analyzer printed (those its stability
+    criterion compares): the larger of throughput's and average latency's (max - min) /
+    mean, in %; NaN where it printed fewer."""
+    windows = np.array(WINDOW.findall(stdout), dtype=float)[-3:]
+    if len(windows) < 3:
+        return float("nan")
+    spreads = (windows.max(axis=0) - windows.min(axis=0)) / windows.mean(axis=0) * 100
+    return round(float(spreads.max()), 2)
+
+
 def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
             log) -> dict:
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
-    cannot stabilise."""
+    cannot stabilise; then, with perf.on_unstable: record, measured once more over three
+    windows of the last attempt's length and kept, flagged unstable."""
     batch, concurrency = row.batch, row.concurrency
     csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_{row.shared_memory}.csv"
-    attempts = run["perf"]["attempts"]
-    for attempt in range(1, attempts + 1):
+    perf = run["perf"]
+    attempts = perf["attempts"]
+
+    def attempt(number: int, stability: float | None = None):
         server.ensure_alive()  # a dead server is reported as such, never retried
-        cmd = command(run, scenario, server, row, data_json, csv_path, attempt)
+        cmd = command(run, scenario, server, row, data_json, csv_path, number,
+                      stability=stability)
         csv_path.unlink(missing_ok=True)
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
@@ -152,15 +179,35 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
-            return parse_csv(csv_path.read_text(), row)
-        log.write(f"[attempt {attempt}/{attempts} failed, exit code {result.returncode}]\n")
+            return result, parse_csv(csv_path.read_text(), row) | {
+                WINDOW_SPREAD: window_spread(result.stdout)}
         server.ensure_alive()
+        return result, None
+
+    for number in range(1, attempts + 1):
+        result, measured = attempt(number)
+        if measured:
+            return measured | {STABLE: True}
+        log.write(f"[attempt {number}/{attempts} failed, exit code {result.returncode}]\n")
+    unsettled = UNSETTLED in result.stdout + result.stderr
+    if unsettled and perf["on_unstable"] == "record":
+        log.write(f"[unstable after {attempts} attempts: measured once more over three "
+                  f"windows, recorded as unstable (perf.on_unstable: record)]\n")
+        result, measured = attempt(attempts, stability=ANY_SPREAD)
+        if measured:
+            print(f"{scenario}: batch {batch}, concurrency {concurrency}, "
+                  f"{row.shared_memory} shared memory did not stabilise within "
+                  f"{perf['stability_percentage']} % in {attempts} attempts: recorded as "
+                  f"unstable (window spread {measured[WINDOW_SPREAD]} %)")
+            return measured | {STABLE: False}
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
+    why = (f"found no stable {scenario} measurement" if unsettled
+           else f"failed (exit code {result.returncode}) on the {scenario} measurement")
     raise PerfError(
-        f"perf_analyzer found no stable {scenario} measurement at batch {batch}, concurrency "
-        f"{concurrency}, {row.shared_memory} shared memory in {attempts} attempts "
-        f"(stability_percentage="
-        f"{run['perf']['stability_percentage']}, max_trials={run['perf']['max_trials']}):\n{tail}"
+        f"perf_analyzer {why} at batch {batch}, concurrency {concurrency}, "
+        f"{row.shared_memory} shared memory in {attempts} attempts (stability_percentage="
+        f"{perf['stability_percentage']}, max_trials={perf['max_trials']}, on_unstable="
+        f"{perf['on_unstable']}):\n{tail}"
     )
 
 
