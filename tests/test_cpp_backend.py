@@ -231,6 +231,34 @@ def test_a_model_that_cannot_load_is_unavailable_with_the_reason(triton, toy, tm
             pass
 
 
+@pytest.mark.parametrize("serve_with", [cpp_backend.NAME, "python"])
+def test_a_cuda_graph_keys_config_warms_every_instance_at_every_bucket_as_it_loads(
+        triton, toy, tmp_path, serve_with):
+    """A ts-trace-cg config as the repository step writes it (model_warmup at buckets 1, 2,
+    4 and the max batch 6), loaded by the real Triton in either backend of ours (python
+    serves torch-compile): before the model is ready, each of its two instances ran zeros
+    at every bucket as one batch, which the model's statistics count at once. On the CPU
+    (the CUDA-graph runner needs a GPU) the torch runner runs them, on CPU instances (the
+    config's load-time variant on a CPU node)."""
+    work, _ = toy
+    run = {**run_of(runner="torch-cudagraph", kind="gpu", max_batch=6, instances=2),
+           "key": {"model": "toy", "backend": "ts-trace-cg"},
+           "server": {"serve_with": serve_with}}
+    repo = tmp_path / "repo"
+    assert repository.create(run, work / "model.pt", repo, triton.backends, "warm") == \
+        serve_with
+    path = repo / "warm" / "config.pbtxt"
+    config = triton_config.scenario_config(triton_config.read(path), on_cpu=True)
+    config.parameters["runner"].string_value = "torch"
+    triton_config.write(config, path)
+    with TritonServer(triton, repo, tmp_path / "warm.log", "warm") as server:
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            stats = client.get_inference_statistics("warm").model_stats[0]
+    batches = {b.batch_size: b.compute_infer.count for b in stats.batch_stats}
+    assert batches == {1: 2, 2: 2, 4: 2, 6: 2}, stats
+    assert stats.inference_count == 2 * (1 + 2 + 4 + 6), stats
+
+
 def test_without_a_compiler_the_install_says_why_and_keeps_the_python_backend(tmp_path):
     """Where the backend cannot be built, the embedded server has the python backend only,
     the install records why (every measurement's provenance.server.cpp_backend), and the

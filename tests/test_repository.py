@@ -173,6 +173,52 @@ def test_onnxruntime_config_lists_only_the_graph_inputs(settings, tmp_path):
     assert len(python.input) == len(run["model"]["inputs"])
 
 
+# The keys whose runners compile or capture CUDA graphs on a batch bucket's first call.
+WARM_KEYS = {"ts-trace-cg", "aoti-cg", "torch-compile"}
+
+
+def _with_batch(run: dict, max_batch: int, dims: list | None = None) -> dict:
+    """The run at another max batch size (and its first input's dims)."""
+    model = {**run["model"], "triton": {**run["model"]["triton"], "max_batch_size": max_batch,
+                                        "preferred_batch_sizes": [max(max_batch, 1)]}}
+    if dims is not None:
+        model["inputs"] = [{**model["inputs"][0], "dims": dims}, *model["inputs"][1:]]
+    return {**run, "model": model}
+
+
+@pytest.mark.parametrize("max_batch, batches", [(8, [1, 2, 4, 8]), (12, [1, 2, 4, 8, 12]),
+                                                (1, [1]), (0, [1])])
+def test_keys_that_compile_or_capture_warm_up_every_bucket_at_load(settings, tmp_path,
+                                                                   max_batch, batches):
+    """Triton's model_warmup in the config of a key whose runner compiles or records CUDA
+    graphs on a bucket's first call: zeros of every input at each power-of-two bucket and
+    the max batch size (a model without a batch dimension: batch 1, Triton's rule), for
+    every backend that serves it; none for the other keys, none with a variable dim."""
+    assert {k for k, b in BACKENDS.items()
+            if triton_config.compiles_on_first_calls(b.runner)} == WARM_KEYS
+    path = tmp_path / "config.pbtxt"
+    for backend in (*sorted(WARM_KEYS), "ts-trace", "onnx"):
+        run = _with_batch(settings.run("tft-tiny", "h100", backend, "fp32"), max_batch)
+        want = {t["name"]: (mc.DataType.Value(f"TYPE_{t['dtype']}"), t["dims"])
+                for t in run["model"]["inputs"]}
+        for available in (["python"], EMBEDDED, NGC_SERVER):
+            served = repository.choose_backend(run, available)
+            triton_config.write(triton_config.model_config("tft", run, served), path)
+            config = triton_config.read(path)
+            if backend not in WARM_KEYS:
+                assert not config.model_warmup, (backend, served)
+                continue
+            assert [(w.name, w.batch_size, w.count) for w in config.model_warmup] == \
+                [(f"batch_{b}", b, 0) for b in batches], (backend, served)
+            for sample in config.model_warmup:
+                assert {n: (i.data_type, list(i.dims)) for n, i in sample.inputs.items()} \
+                    == want
+                assert all(i.zero_data for i in sample.inputs.values())
+    variable = _with_batch(settings.run("tft-tiny", "h100", "ts-trace-cg", "fp32"), 8,
+                           dims=[-1, 1])
+    assert not triton_config.model_config("tft", variable, "python").model_warmup
+
+
 FRAMEWORK_FORMATS = {"onnx": "model.onnx", "trt": "model.plan", "ts-trace": "model.pt",
                      "tf-savedmodel": "model.savedmodel"}
 

@@ -2,9 +2,11 @@
 
 A config is built as Triton's own `ModelConfig` protobuf (from tritonclient) and written
 with protobuf's text format, so a field Triton does not know cannot be written, and
-`read` parses any config.pbtxt back with the same schema. Also here: the load-time
-variants of a config for a scenario (no dynamic batcher offline; CPU instances on a node
-standing in for a GPU key), and the configs of a recommender ensemble and of Merlin HPS.
+`read` parses any config.pbtxt back with the same schema. A runner that compiles or
+captures CUDA graphs on a batch bucket's first call gets Triton's `model_warmup` at every
+bucket, so a deployed config loads warm. Also here: the load-time variants of a config
+for a scenario (no dynamic batcher offline; CPU instances on a node standing in for a GPU
+key), and the configs of a recommender ensemble and of Merlin HPS.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from .. import deployments
 from ..deployments import Deployment
 from ..runners import DEVICE_TENSORS, Options
+from ..runners.cudagraph import buckets
 from .cpp_backend import NAME as CPP_BACKEND
 
 # Tensors of a real Merlin HPS model (its backend's fixed names), and the recommender
@@ -108,6 +111,8 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
             params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():
             config.parameters[key].string_value = value
+        if compiles_on_first_calls(runner):
+            config.model_warmup.extend(warmup(config))
     else:
         _backend_fields(config, run, triton_backend)
         if triton_backend == "tensorrt" and deployment is not None \
@@ -115,6 +120,28 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
             # the plan's profile fixed at this deployment's batch (runners.tensorrt.profiles)
             config.instance_group[0].profile.append(str(deployment.profile))
     return config
+
+
+def compiles_on_first_calls(runner: str) -> bool:
+    """Whether a runner compiles or captures on each batch bucket's first call: torch.compile
+    and the CUDA-graph runners (named `*-cudagraph`, as the C++ backend tells them apart)."""
+    return runner == "torch-compile" or runner.endswith("-cudagraph")
+
+
+def warmup(config: mc.ModelConfig) -> list[mc.ModelWarmup]:
+    """Zeros at every batch bucket the runners pad to (runners.cudagraph.buckets), run by
+    Triton on each instance before the model is ready, so that a deployed config serves
+    no request through a compile or a graph capture. Triton sends a sample of batch N as N
+    requests of one in one execution, which our backends concatenate; batch 1 where the
+    model has no batch dimension (Triton's rule). No samples where an input has a variable
+    dimension: a sample needs a concrete shape, and one chosen here may not be the served one."""
+    if any(d < 0 for t in config.input for d in t.dims):
+        return []
+    return [mc.ModelWarmup(
+        name=f"batch_{batch}", batch_size=batch,
+        inputs={t.name: mc.ModelWarmup.Input(data_type=t.data_type, dims=t.dims,
+                                             zero_data=True) for t in config.input})
+        for batch in buckets(config.max_batch_size) or [1]]
 
 
 def _backend_fields(config: mc.ModelConfig, run: dict, triton_backend: str) -> None:
