@@ -9,6 +9,7 @@ from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings, online_refusal, serves_online, step_spec
+from deploybench.scenarios import rate_refusal, serves_rate
 from deploybench.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
@@ -192,6 +193,29 @@ def if_online(name):
 
     def inputs(w):
         return layout.fill(cfg(name), **key_of(w)) if serves_online(run_of(w)) else []
+
+    return inputs
+
+
+def if_rate(name):
+    """input: a configuration's rate file `name` where its model config has a rate
+    scenario there (scenarios.serves_rate), none where it has not."""
+
+    def inputs(w):
+        return layout.fill(cfg(name), **key_of(w)) if serves_rate(run_of(w)) else []
+
+    return inputs
+
+
+def rate_measured(name):
+    """input of the rate rule: `name`, a configuration file it reads; a configuration
+    without a rate scenario is refused with the reason while the DAG is built."""
+
+    def inputs(w):
+        refused = rate_refusal(run_of(w))
+        if refused:
+            raise WorkflowError(refused)
+        return layout.fill(cfg(name), **key_of(w))
 
     return inputs
 

@@ -39,6 +39,16 @@ rule online_plot:
         "../scripts/run_step.py"
 
 
+use rule online_plot as rate_plot with:
+    input:
+        rate_csv=cfg("rate.csv"),
+        rate_json=cfg("rate.json"),
+    output:
+        rate_latency=reported(cfg("plots/rate_latency.png")),
+    log:
+        log=cfg("logs/rate_plot.log"),
+
+
 rule configuration_report:
     input:
         conversion_check=cfg("conversion_check.csv"),
@@ -53,6 +63,9 @@ rule configuration_report:
         native=cfg("native.csv"),
         native_json=cfg("native.json"),
         floor=cfg("floor.csv"),
+        rate=if_rate("rate.csv"),
+        rate_json=if_rate("rate.json"),
+        rate_latency=if_rate("plots/rate_latency.png"),
         weights=src("weights.pt"),
     output:
         out=cfg(layout.CONFIGURATION_REPORT),

@@ -84,6 +84,29 @@ use rule offline as online with:
         spec=spec("online"),
 
 
+# Open loop: requests arriving at the model config's rates (its `rate` section), on the
+# online deployment; a configuration without one is refused with the reason.
+use rule offline as rate with:
+    input:
+        repository=rate_measured("model_repository"),
+        perf_data=src("perf_data.json"),
+        accuracy=rate_measured("accuracy.csv"),
+    output:
+        out_csv=reported(cfg("rate.csv")),
+        out_json=cfg("rate.json"),
+    log:
+        log=cfg("logs/rate.log"),
+        perf_log=cfg("logs/rate_perf_analyzer.log"),
+        server_log=cfg("logs/rate_server.log"),
+    benchmark:
+        cfg("benchmarks/rate.tsv")
+    resources:
+        **cluster_resources("online"),
+        bench_slot=1,
+    params:
+        spec=spec("rate"),
+
+
 # What Triton and each backend of ours cost by themselves: an identity model with the
 # configuration's tensors, measured as the offline scenario at its smallest and largest batch
 # (re-run when the code that serves it changes).

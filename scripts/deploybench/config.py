@@ -438,6 +438,7 @@ def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
         "triton.trt_opt_batch_size": [settings["triton"].get("trt_opt_batch_size", 1)],
         "conversion.batch_size": [settings["conversion"]["batch_size"]],
         "accuracy.batch_size": [settings["accuracy"]["batch_size"]],
+        "rate.batch_size": [settings["rate"]["batch_size"]] if "rate" in settings else [],
     }
     for where, sizes in used.items():
         too_big = [b for b in sizes if b > max_batch]
@@ -466,6 +467,7 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                           "triton")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
     "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),
+    "rate": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online", "rate")),
     # a configuration search's point (deploybench.search): both scenarios on its settings
     "search_point": ((*_SERVE, "perf", "search_point"),
                      ("inputs", "outputs", "triton", "offline", "online")),

@@ -19,7 +19,8 @@ import pandas as pd
 from .. import atomic, baseline, layout
 from ..host_load import CONTENDED_CORES
 from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
-from .report import PERF_ANALYZER_STABILITY, markdown_table
+from .markdown import markdown_table
+from .report import PERF_ANALYZER_STABILITY
 
 LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],
          "online": ["Batch", "Concurrency", SHARED_MEMORY], "native": ["Batch"]}

@@ -1,9 +1,11 @@
 """The reference documents' plots: throughput and latency vs batch (offline), and latency
-vs concurrency with the latency components stacked (online); and a model's frontiers:
-throughput against latency, one line per configuration, published rows dashed."""
+vs concurrency with the latency components stacked (online), latency vs offered rate
+(rate); and a model's frontiers: throughput against latency, one line per configuration,
+published rows dashed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +16,7 @@ import pandas as pd  # noqa: E402
 
 from .. import atomic  # noqa: E402
 from ..tables import COMPONENTS, SHARED_MEMORY, STABLE, THROUGHPUT, read_perf  # noqa: E402
+from . import rate  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:
@@ -135,3 +138,27 @@ def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: st
         axes[0][0].text(0.5, 0.5, "no GPU or CPU measurements yet", ha="center")
     fig.suptitle(title)
     _save(fig, out)
+
+
+def rate_plot(spec: dict, rate_csv: Path, rate_json: Path, rate_latency: Path) -> None:
+    """Every request's p50 and p99 (with its 95 % interval) against the offered rate, the
+    budget as a line, the achieved rate beside the offered one."""
+    table = pd.read_csv(rate_csv).sort_values(rate.OFFERED)
+    budget = json.loads(Path(rate_json).read_text())["settings"]["p99_budget_ms"]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    p99 = table[rate.EVERY["p99"]]
+    low, high = (table[c] for c in rate.P99_CI)
+    ax.errorbar(table[rate.OFFERED], p99, yerr=[p99 - low, high - p99], marker="o", capsize=3,
+                label="p99 (95 % interval)")
+    ax.plot(table[rate.OFFERED], table[rate.EVERY["p50"]], marker="o", label="p50")
+    ax.axhline(budget, color="red", linestyle="--", label=f"budget {budget:g} ms")
+    ax.set(xlabel="Offered rate (requests/s)", ylabel="Latency (ms), every request",
+           yscale="log", title=f"Latency vs offered rate: {_title(spec)}")
+    ax.legend(fontsize="small")
+    ax2.plot(table[rate.OFFERED], table[rate.SENT], marker="s", label="sent")
+    ax2.plot(table[rate.OFFERED], table[rate.ACHIEVED], marker="o", label="answered")
+    ax2.plot(table[rate.OFFERED], table[rate.OFFERED], linestyle=":", color="grey", label="offered")
+    ax2.set(xlabel="Offered rate (requests/s)", ylabel="Achieved rate (requests/s)",
+            title="Achieved vs offered")
+    ax2.legend(fontsize="small")
+    _save(fig, rate_latency)

@@ -29,21 +29,9 @@ from ..tables import (
     reference_rows,
     reference_series,
 )
+from .markdown import markdown_table
 from .plots import frontier_plot
-
-
-def markdown_table(table: pd.DataFrame) -> str:
-    def cell(v):
-        if v is None or (isinstance(v, float) and pd.isna(v)):
-            return ""
-        if isinstance(v, float):
-            return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}" if v else "0.0"
-        return str(v)
-
-    head = "| " + " | ".join(table.columns) + " |"
-    rule = "|" + "|".join("---:" for _ in table.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(False)]
-    return "\n".join([head, rule, *body])
+from .rate import rate_section
 
 
 def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
@@ -167,7 +155,8 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
                          online: Path | list, offline_json: Path, online_json: Path | list,
                          offline_throughput: Path, offline_latency: Path,
                          online_latency: Path | list, native: Path, native_json: Path,
-                         floor: Path, weights: Path, out: Path) -> None:
+                         floor: Path, weights: Path, out: Path, rate: Path | list = (),
+                         rate_json: Path | list = (), rate_latency: Path | list = ()) -> None:
     """One configuration's README: its settings, tables, plots and provenance (plots by
     relative links). The online files are empty lists for a configuration without an
     online scenario (config.serves_online)."""
@@ -271,7 +260,7 @@ themselves, apart from the model's compute.
 
 {online_section}
 
-{_noise(offline_report, online_report)}## Host load
+{_rate(run, rate, rate_json, rate_latency, out)}{_noise(offline_report, online_report)}## Host load
 
 {_host_load(offline_report, online_report, json.loads(Path(native_json).read_text()))}
 
@@ -299,6 +288,15 @@ def _stability(perf: dict) -> str:
         text += (f" (looser than perf_analyzer's and the references' "
                  f"{PERF_ANALYZER_STABILITY} %: perf_overrides for this device)")
     return text + (f", {perf['repeats']} runs a level" if perf.get("repeats", 1) > 1 else "")
+
+
+def _rate(run: dict, rate: Path | list, rate_json: Path | list, plot: Path | list,
+          out: Path) -> str:
+    """The rate scenario's section where the configuration has one (empty lists: none)."""
+    if not rate:
+        return ""
+    rel = Path(plot).relative_to(out.parent).as_posix()
+    return f"## Rate scenario (open loop)\n\n{rate_section(run, rate, rate_json, rel)}\n"
 
 
 def unstable_note(table: pd.DataFrame, perf: dict) -> str:

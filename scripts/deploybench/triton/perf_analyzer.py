@@ -70,7 +70,9 @@ class Row(NamedTuple):
     to the Triton model `model` (a deployment of the run; "": the model key's). A model
     without a batch dimension (an ensemble's flattened interface) takes the batch inside
     its tensors: `shapes` ((input, dims), ...) of that one request, sent at batch 1 with
-    the request in `data` (its --input-data); its inferences are the batch's samples."""
+    the request in `data` (its --input-data); its inferences are the batch's samples.
+    `rate`: open loop (the rate scenario), requests/s arriving as `distribution` says,
+    instead of `concurrency` requests in flight."""
 
     batch: int
     concurrency: int
@@ -78,6 +80,8 @@ class Row(NamedTuple):
     model: str = ""
     shapes: tuple = ()
     data: str = ""
+    rate: float = 0.0
+    distribution: str = ""
 
 
 def window(run: dict, scenario: str) -> tuple[str, int, int]:
@@ -95,11 +99,13 @@ def protocol(run: dict, scenario: str) -> str:
 
 
 def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
-            attempt: int = 1, scale: int = 1, stability: float | None = None) -> list[str]:
+            attempt: int = 1, scale: int = 1, stability: float | None = None,
+            export: Path | None = None) -> list[str]:
     """The perf_analyzer command line. A retry doubles the window (its request count, or
     its interval in time windows), as perf_analyzer advises when it cannot stabilise;
     `scale` multiplies it (the warm-up's longer window); `stability` replaces
-    perf.stability_percentage. Verbose (-v): each window's figures, for their spread."""
+    perf.stability_percentage. Verbose (-v): each window's figures, for their spread.
+    `export`: every request's timestamps (and data) written there (deploybench.tail)."""
     batch, concurrency = row.batch, row.concurrency
     model, perf = run["model"], run["perf"]
     mode, interval_ms, request_count = window(run, scenario)
@@ -113,7 +119,11 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
         str(server.install.perf_analyzer), "-m", row.model or run["key"]["model"], "-x", "1",
         "-b", "1" if row.shapes else str(batch),
         *(f"--shape={name}:{','.join(map(str, dims))}" for name, dims in row.shapes),
-        "--concurrency-range", f"{concurrency}:{concurrency}",
+        # open loop: requests sent on schedule, never waiting for an answer (a backlog
+        # shows in the latency, as a service sees it)
+        *(["--request-rate-range", f"{row.rate:g}:{row.rate:g}",
+            "--request-distribution", row.distribution, "--async"] if row.rate
+          else ["--concurrency-range", f"{concurrency}:{concurrency}"]),
         "--input-data", row.data or str(data_json), "--measurement-mode", mode,
         *(["--measurement-request-count", str(request_count)]
           if mode == "count_windows" else []),
@@ -122,6 +132,8 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
         "-f", str(csv_path), "--verbose-csv", "-v",
         "-i", via, "-u", server.grpc_url if via == "grpc" else server.http_url,
     ]
+    if export:
+        cmd += ["--profile-export-file", str(export)]
     if row.shared_memory != "none":
         cmd += ["--shared-memory", row.shared_memory,
                 "--output-shared-memory-size", str(output_bytes(model["outputs"], batch))]
@@ -137,7 +149,8 @@ def parse_csv(text: str, row: Row) -> dict:
     measured = rows[0]
     # perf_analyzer counts -b inferences a request: 1 where the batch is in the tensors
     per_second = float(measured["Inferences/Second"])
-    table = {"Batch": row.batch, "Concurrency": int(measured["Concurrency"]),
+    # the rate scenario's CSV has the offered rate where the others have the concurrency
+    table = {"Batch": row.batch, "Concurrency": int(measured.get("Concurrency", 0)),
              THROUGHPUT: per_second * row.batch if row.shapes else per_second,
              REQUESTS: per_second if row.shapes else per_second / row.batch}
     table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
@@ -157,19 +170,19 @@ def window_spread(stdout: str) -> float:
 
 
 def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
-            log) -> dict:
+            log, export: Path | None = None) -> dict:
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
     cannot stabilise; then, with perf.on_unstable: record, measured once more over three
     windows of the last attempt's length and kept, flagged unstable."""
     batch, concurrency = row.batch, row.concurrency
-    csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_{row.shared_memory}.csv"
+    csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_r{row.rate:g}_{row.shared_memory}.csv"
     perf = run["perf"]
     attempts = perf["attempts"]
 
     def attempt(number: int, stability: float | None = None):
         server.ensure_alive()  # a dead server is reported as such, never retried
         cmd = command(run, scenario, server, row, data_json, csv_path, number,
-                      stability=stability)
+                      stability=stability, export=export)
         csv_path.unlink(missing_ok=True)
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()

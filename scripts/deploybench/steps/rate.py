@@ -1,0 +1,221 @@
+"""The rate scenario (MLPerf's Server): requests arriving open loop at set rates, Poisson or
+constant, on the online deployment (dynamic batching); each level's tail from every request
+(deploybench.tail) and the batches Triton's dynamic batcher formed; then the highest rate
+whose p99 stays within the budget, bisected between the measured rates that bracket it.
+
+A closed-loop sweep (online) answers "how fast with N clients"; a service owner asks "what
+latency at R requests a second, and how many before the budget breaks".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from contextlib import closing
+from pathlib import Path
+
+import pandas as pd
+import tritonclient.http as httpclient
+
+from .. import atomic, deployments, serving, tail, telemetry
+from ..host_load import HostLoad
+from ..progress import Progress
+from ..scenarios import rate_refusal
+from ..tables import (
+    LATENCY_COLUMNS,
+    SERVED_BY,
+    SHARED_MEMORY,
+    STABLE,
+    THROUGHPUT,
+    WINDOW_SPREAD,
+    require_accurate,
+)
+from ..triton import config as triton_config
+from ..triton import perf_analyzer
+from ..triton import repository as triton_repository
+from .markdown import markdown_table
+from .performance import warmed_server
+
+# offered: the setting; sent: what perf_analyzer's schedule (a seeded Poisson draw) sent
+# over its kept windows; achieved: what was answered, from the first send to the last answer
+OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"
+REQUESTS, SECONDS = "Requests", "Measured (s)"
+EVERY = {f"p{q:g}": f"p{q:g} every request (ms)" for q in tail.PERCENTILES}
+P99_CI = ["p99 ci95 low (ms)", "p99 ci95 high (ms)"]
+WITHIN = "Within budget"
+# A level keeps the budget where its p99 does and the server kept up: answered at least this
+# share of the rate the requests were sent at (a backlog grows otherwise)
+SUSTAINED = 0.95
+RATE_COLUMNS = ["Batch", "Distribution", OFFERED, SENT, ACHIEVED, THROUGHPUT, REQUESTS, SECONDS,
+                *EVERY.values(), *P99_CI, WITHIN, *LATENCY_COLUMNS, SHARED_MEMORY, SERVED_BY,
+                STABLE, WINDOW_SPREAD]
+
+
+def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
+         out_json: Path, perf_log: Path, server_log: Path) -> None:
+    refused = rate_refusal(spec)
+    if refused:
+        raise ValueError(refused)
+    require_accurate(accuracy)
+    settings = spec["model"]["rate"]
+    batch, budget = settings["batch_size"], settings["p99_budget_ms"]
+    model = deployments.for_scenario(spec, "online", batch).name
+    config_pbtxt = triton_repository.config_path(repository, model)
+    sweep = [perf_analyzer.Row(batch, 0, "none", model, rate=r,
+                               distribution=settings["distribution"])
+             for r in settings["rates"]]
+    work = out_csv.parent / ".rate-work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    levels, reports = [], []
+    try:
+        with open(perf_log, "w") as log, \
+                warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
+                              work) as (server, prov, data_json):
+            served = triton_config.served_by(triton_config.read(config_pbtxt))
+            perf_analyzer.warm_up(_windowed(spec, max(settings["rates"])), "rate", server,
+                                  sweep, data_json, work, log)
+
+            def measure(offered: float) -> dict:
+                row = sweep[0]._replace(rate=offered)
+                level, report = _level(spec, server, row, data_json, work, log, prov, budget)
+                levels.append({**level, SERVED_BY: served})
+                reports.append(report)
+                progress.done(f"{offered:g} requests/s: p99 {level[EVERY['p99']]:.3g} ms, "
+                              f"achieved {level[ACHIEVED]:.4g}/s")
+                return level
+
+            progress = Progress(f"rate ({spec['key']['model']})",
+                                len(sweep) + settings["bisection_steps"])
+            for row in sweep:
+                measure(row.rate)
+            found = _bisect(levels, measure, settings["bisection_steps"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    table = pd.DataFrame(sorted(levels, key=lambda r: r[OFFERED]), columns=RATE_COLUMNS)
+    result = {
+        "scenario": "rate", "settings": settings, "model": model,
+        "max_rate_within_budget": found,
+        "levels": sorted(reports, key=lambda r: r["offered"]),
+        "provenance": prov,
+    }
+    with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
+        table.round(4).to_csv(tmp_csv, index=False)
+        tmp_json.write_text(json.dumps(result, indent=2))
+    serving.archive(out_csv, out_json)
+    print(table.to_string(index=False))
+    print(_max_rate_sentence(found, budget))
+
+
+def _windowed(spec: dict, offered: float) -> dict:
+    """The run with the rate scenario's windows for an offered rate: time windows long
+    enough that the three perf_analyzer keeps hold min_requests at that rate (a quarter
+    more: a Poisson count falls short of its mean by up to three standard deviations). One
+    attempt: beyond saturation a backlog grows, and longer windows only deepen it."""
+    settings = spec["model"]["rate"]
+    window_ms = max(settings["min_window_ms"],
+                    math.ceil(1.25 * settings["min_requests"] / 3 / offered * 1000))
+    windowed = {**settings, "measurement_mode": "time_windows",
+                "measurement_interval_ms": window_ms,
+                "measurement_request_count": settings["min_requests"]}
+    return {**spec, "perf": {**spec["perf"], "attempts": 1},
+            "model": {**spec["model"], "rate": windowed}}
+
+
+def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict,
+           budget: float) -> tuple[dict, dict]:
+    """One offered rate: perf_analyzer's row, every request's percentiles, the batches
+    Triton formed meanwhile, and what else loaded the host."""
+    export = work / f"export_r{row.rate:g}.json"
+    before = _executions_by_batch(server, row.model)
+    with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
+            HostLoad(prov["device"]) as load:
+        measured = perf_analyzer.measure(_windowed(spec, row.rate), "rate", server, row,
+                                         data_json, work, log, export=export)
+    formed = {b: n - before.get(b, 0) for b, n in _executions_by_batch(server, row.model)
+              .items() if n - before.get(b, 0)}
+    latencies, sending, seconds = tail.request_latencies(export)
+    export.unlink()
+    tails = tail.percentiles(latencies)
+    sent, achieved = (len(latencies) - 1) / sending, len(latencies) / seconds
+    level = {**measured, "Distribution": row.distribution, OFFERED: row.rate, SENT: sent,
+             ACHIEVED: achieved, THROUGHPUT: achieved * row.batch, REQUESTS: len(latencies),
+             SECONDS: seconds, **{EVERY[q]: t["value"] for q, t in tails.items()},
+             P99_CI[0]: tails["p99"]["ci95"][0], P99_CI[1]: tails["p99"]["ci95"][1],
+             WITHIN: tails["p99"]["value"] <= budget and achieved >= SUSTAINED * sent}
+    report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
+              "percentiles_ms": tails, "executions_by_batch": formed,
+              "host_load": load.result, "telemetry": sampled.result}
+    return level, report
+
+
+def _executions_by_batch(server, model: str) -> dict[int, int]:
+    """Triton's executions of `model` so far, by the batch size they ran at."""
+    with closing(httpclient.InferenceServerClient(server.http_url)) as client:
+        stats = client.get_inference_statistics(model)["model_stats"]
+    return {int(b["batch_size"]): int(b["compute_infer"]["count"])
+            for s in stats for b in s.get("batch_stats", [])}
+
+
+def _bisect(levels: list[dict], measure, steps: int) -> dict:
+    """The highest rate within the budget: between the highest measured rate within it
+    and the lowest beyond it above that, `steps` more levels, each halving the bracket."""
+    def bracket():
+        within = [r[OFFERED] for r in levels if r[WITHIN]]
+        low = max(within) if within else None
+        beyond = [r[OFFERED] for r in levels if not r[WITHIN] and (low is None or
+                                                                    r[OFFERED] > low)]
+        return low, (min(beyond) if beyond else None)
+
+    low, high = bracket()
+    for _ in range(steps):
+        if low is None or high is None:
+            break
+        measure(round((low + high) / 2, 3))
+        low, high = bracket()
+    best = next((r for r in levels if r[OFFERED] == low), None)
+    return {"rate": low, "bracket": [low, high],
+            "p99_ms": best[EVERY["p99"]] if best else None,
+            "p99_ci95_ms": [best[P99_CI[0]], best[P99_CI[1]]] if best else None,
+            "throughput": best[THROUGHPUT] if best else None,
+            "bracketed": low is not None and high is not None}
+
+
+def _max_rate_sentence(found: dict, budget: float) -> str:
+    low, high = found["bracket"]
+    if low is None:
+        return (f"No rate measured kept p99 within {budget:g} ms (the lowest, "
+                f"{high:g} requests/s, did not): lower rate.rates.")
+    if high is None:
+        return (f"Every rate measured kept p99 within {budget:g} ms: the maximum is above "
+                f"{low:g} requests/s (p99 {found['p99_ms']:.3g} ms); raise rate.rates.")
+    return (f"Maximum rate with p99 within {budget:g} ms: {low:g} requests/s "
+            f"({found['throughput']:.5g} inferences/s, p99 {found['p99_ms']:.3g} ms, 95 % interval "
+            f"{found['p99_ci95_ms'][0]:.3g}-{found['p99_ci95_ms'][1]:.3g}); {high:g} "
+            f"requests/s exceeded it.")
+
+
+def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
+    """The configuration report's rate section: the maximum rate within the budget, the
+    levels, the plot (relative link `plot`) and the batches Triton formed at each level."""
+    settings = run["model"]["rate"]
+    result = json.loads(Path(rate_json).read_text())
+    table = pd.read_csv(rate_csv)
+    formed = pd.DataFrame([{OFFERED: level["offered"],
+                            **{f"batch {b}": n for b, n in sorted(
+                                level["executions_by_batch"].items(), key=lambda i: int(i[0]))}}
+                           for level in result["levels"]]).fillna(0)
+    shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
+                                ("avg latency (ms)", "p99 latency (ms)")])
+    return (f"Open loop: requests of batch {settings['batch_size']} arriving at each offered "
+            f"rate ({settings['distribution']} arrivals), on the online deployment. The "
+            f"percentiles are every request's of the windows perf_analyzer kept (at least "
+            f"{settings['min_requests']} a level), with 95 % bootstrap intervals; `p99 "
+            f"latency (ms)` is perf_analyzer's own.\n\n"
+            f"**{_max_rate_sentence(result['max_rate_within_budget'], settings['p99_budget_ms'])}**"
+            f"\n\n![Latency vs offered rate]({plot})\n\n{markdown_table(shown)}\n\n"
+            f"Executions by the batch size Triton's dynamic batcher formed (preferred sizes "
+            f"{run['model']['triton']['preferred_batch_sizes']}, queue delay "
+            f"{run['model']['triton']['max_queue_delay_us']} µs):\n\n"
+            f"{markdown_table(formed.astype({c: int for c in formed if c != OFFERED}))}\n")

@@ -1,0 +1,110 @@
+"""The rate scenario (open loop) through the real Snakemake, Triton and perf_analyzer on
+the tiny TFT: Poisson arrivals achieved as offered below saturation, every request's
+percentiles agreeing with perf_analyzer's own, the maximum rate within the budget bracketed
+by a level within it and one beyond, the batches Triton formed, the report's section."""
+
+import json
+import shutil
+
+import pandas as pd
+import PIL.Image
+import pytest
+import yaml
+
+from conftest import ROOT, TINY, snakemake
+from deploybench.steps import rate as rate_step
+from deploybench.triton import config as triton_config
+
+pytestmark = pytest.mark.e2e
+RUN = "results/tft-tiny/cpu/onnx_fp32"
+RATE = {"batch_size": 1, "rates": [20, 100, 4000], "distribution": "poisson",
+        "p99_budget_ms": 20, "bisection_steps": 2, "min_requests": 150, "min_window_ms": 500}
+
+
+@pytest.fixture(scope="module")
+def rated(tmp_path_factory):
+    """tft-tiny's onnx configuration with a rate section (a copy of the test models)."""
+    work = tmp_path_factory.mktemp("rate")
+    models = work / "models"
+    shutil.copytree(ROOT / "tests/config/models", models)
+    tiny = yaml.safe_load((models / "tft-tiny.yaml").read_text())
+    (models / "tft-tiny.yaml").write_text(yaml.safe_dump({**tiny, "rate": RATE}))
+    extra = work / "rate.yaml"
+    # one attempt of three windows: a saturated level settles never, and is kept flagged
+    extra.write_text(yaml.safe_dump({"models_dir": str(models),
+                                     "perf_overrides": {"cpu": {"attempts": 1,
+                                                                "max_trials": 3}}}))
+    snakemake(work, f"{RUN}/README.md", "--configfile", str(TINY), str(extra))
+    return work
+
+
+def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
+    table = pd.read_csv(rated / RUN / "rate.csv")
+    assert set(table["Distribution"]) == {"poisson"}
+    kept_up = table[table[rate_step.OFFERED] <= 100]
+    assert (kept_up[rate_step.REQUESTS] >= RATE["min_requests"]).all(), kept_up
+    # what was answered is what arrived; what arrived, a Poisson draw of the offered rate
+    # (150-200 requests: within about three standard deviations)
+    answered = kept_up[rate_step.ACHIEVED] / kept_up[rate_step.SENT]
+    assert len(kept_up) == 2 and answered.between(0.95, 1.05).all(), kept_up
+    drawn = kept_up[rate_step.SENT] / kept_up[rate_step.OFFERED]
+    assert drawn.between(0.75, 1.25).all(), kept_up
+    saturated = table[table[rate_step.OFFERED] == 4000].iloc[0]  # the tiny model on 2 cores
+    assert saturated[rate_step.ACHIEVED] < 0.95 * saturated[rate_step.SENT], saturated
+    assert (table["Inferences/Second"] == table[rate_step.ACHIEVED]).all()  # batch 1
+    command = (rated / RUN / "logs/rate_perf_analyzer.log").read_text()
+    assert "--request-distribution poisson" in command and "--async" in command
+
+
+def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
+    """The export's requests are those of perf_analyzer's kept windows: its p50 and p90
+    within the level's window spread (and 10 %) of perf_analyzer's, its p99 within the
+    bootstrap interval widened as much; the intervals hold their percentile."""
+    table = pd.read_csv(rated / RUN / "rate.csv")
+    for _, row in table.iterrows():
+        slack = max(row["window spread (%)"], 10) / 100
+        for q in ("p50", "p90"):
+            ours, theirs = row[rate_step.EVERY[q]], row[f"{q} latency (ms)"]
+            assert abs(ours - theirs) <= slack * theirs + 0.05, (q, row)
+        low, high = row[rate_step.P99_CI[0]], row[rate_step.P99_CI[1]]
+        assert low <= row[rate_step.EVERY["p99"]] <= high, row
+        assert low * (1 - slack) - 0.05 <= row["p99 latency (ms)"] <= high * (1 + slack) + 0.05
+    levels = json.loads((rated / RUN / "rate.json").read_text())["levels"]
+    for level in levels:
+        values = [level["percentiles_ms"][f"p{q:g}"]["value"] for q in (50, 90, 95, 99, 99.9)]
+        assert values == sorted(values), level
+
+
+def test_the_maximum_rate_is_bracketed_by_a_level_within_and_one_beyond(rated):
+    result = json.loads((rated / RUN / "rate.json").read_text())
+    found = result["max_rate_within_budget"]
+    table = pd.read_csv(rated / RUN / "rate.csv").set_index(rate_step.OFFERED)
+    low, high = found["bracket"]
+    assert found["bracketed"] and low < high, found
+    assert table.loc[low, rate_step.WITHIN] and not table.loc[high, rate_step.WITHIN]
+    assert table.loc[low, rate_step.EVERY["p99"]] <= RATE["p99_budget_ms"]
+    # every level measured between them was bisected: none within the budget above low
+    assert not table[(table.index > low)][rate_step.WITHIN].any()
+    assert len(table) == len(RATE["rates"]) + RATE["bisection_steps"]
+
+
+def test_the_batches_triton_formed_are_counted_per_level(rated):
+    """Each level's executions by batch size: every request of its kept windows was in
+    one of them (the counts also hold perf_analyzer's earlier windows), none above the
+    deployment's max batch."""
+    levels = json.loads((rated / RUN / "rate.json").read_text())["levels"]
+    max_batch = triton_config.read(rated / RUN / "model_repository/tft-tiny/config.pbtxt") \
+        .max_batch_size
+    for level in levels:
+        formed = {int(b): n for b, n in level["executions_by_batch"].items()}
+        assert sum(b * n for b, n in formed.items()) >= level["requests"], level
+        assert max(formed) <= max_batch
+
+
+def test_the_report_shows_the_rate_section_and_its_plot(rated):
+    readme = (rated / RUN / "README.md").read_text()
+    assert "## Rate scenario (open loop)" in readme
+    assert "Maximum rate with p99 within 20 ms" in readme
+    assert "Executions by the batch size" in readme
+    with PIL.Image.open(rated / RUN / "plots/rate_latency.png") as image:
+        assert image.width > 500
