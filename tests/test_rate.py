@@ -6,6 +6,7 @@ by a level within it and one beyond, the batches Triton formed, the report's sec
 import json
 import shutil
 
+import numpy as np
 import pandas as pd
 import PIL.Image
 import pytest
@@ -108,3 +109,36 @@ def test_the_report_shows_the_rate_section_and_its_plot(rated):
     assert "Executions by the batch size" in readme
     with PIL.Image.open(rated / RUN / "plots/rate_latency.png") as image:
         assert image.width > 500
+
+
+def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypatch):
+    """An export in perf_analyzer's layout with five windows, the first two slow (it was
+    settling): only the last three windows' requests count, read alike in chunks that cut
+    the numbers anywhere; each percentile lies within its interval."""
+    from deploybench import tail
+
+    ms = 1_000_000
+    bounds = [i * 1000 * ms for i in range(6)]
+    requests, expected = [], []
+    for window in range(5):
+        for i in range(200):
+            sent = bounds[window] + i * 5 * ms
+            latency = (50 if window < 2 else 1 + i % 10) * ms
+            requests.append({"timestamp": sent, "request_inputs": {"x": [0.5] * 8},
+                             "response_timestamps": [sent + latency],
+                             "response_outputs": [{"y": [1.0]}]})
+            if window >= 2:
+                expected.append(latency / ms)
+    export = tmp_path / "export.json"
+    export.write_text(json.dumps({"experiments": [{
+        "experiment": {"mode": "request_rate", "value": 200}, "requests": requests,
+        "window_boundaries": bounds}], "version": "", "service_kind": "triton"}))
+    for chunk in (1 << 24, 97, 65):
+        monkeypatch.setattr(tail, "_CHUNK", chunk)
+        latencies, sending, answering = tail.request_latencies(export)
+        assert sorted(latencies.tolist()) == sorted(expected), chunk
+        assert sending == pytest.approx(2 + 199 * 5 / 1000)
+    found = tail.percentiles(latencies)
+    assert found["p50"]["value"] == pytest.approx(float(np.percentile(expected, 50)))
+    for q in found.values():
+        assert q["ci95"][0] <= q["value"] <= q["ci95"][1]

@@ -11,13 +11,16 @@ from pathlib import Path
 import numpy as np
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
+# perf_analyzer's measurement: its last three windows merged (its stability window); the
+# export holds every window it measured while it settled
+KEPT_WINDOWS = 3
 BOOTSTRAP_SAMPLES = 1000
 CONFIDENCE = 0.95
 # The export holds every request's inputs and outputs too (megabytes a request at a large
 # batch): only these numbers are read, chunk by chunk, never the whole document at once.
-_SENT = re.compile(rb'"timestamp":(\d+)[,}]')
-_ANSWERED = re.compile(rb'"response_timestamps":\[(\d+)[,\]]')
-_WINDOWS = re.compile(rb'"window_boundaries":\[([\d,]*)\]')
+_SENT = re.compile(rb'"timestamp": ?(\d+)[,}]')
+_ANSWERED = re.compile(rb'"response_timestamps": ?\[(\d+)[,\]]')
+_WINDOWS = re.compile(rb'"window_boundaries": ?\[([\d, ]*)\]')
 _CHUNK = 1 << 24
 _LONGEST_MATCH = 64  # bytes: a key and a 20-digit number, with room
 _TAIL = 1 << 20  # bytes at the end holding the window boundaries
@@ -44,18 +47,19 @@ def _scan(path: Path) -> tuple[list[bytes], list[bytes], list[bytes]]:
 
 
 def request_latencies(export: Path) -> tuple[np.ndarray, float, float]:
-    """The latency (ms, send to first response) of every request perf_analyzer exported
-    for its kept windows; the span of their sends and the span from the first send to the
-    last response (s): requests / the first is the rate they arrived at, / the second the
-    rate they were answered at."""
+    """The latency (ms, send to first response) of every request of the windows perf_analyzer
+    kept (the export holds all it measured); the span of their sends and the span from the
+    first send to the last response (s): requests / the first is the rate they arrived at,
+    / the second the rate they were answered at."""
     sent, answered, windows = _scan(Path(export))
     sent, answered = np.array(sent, dtype=np.int64), np.array(answered, dtype=np.int64)
     if len(sent) != len(answered):
         raise ValueError(f"{export}: {len(sent)} requests but {len(answered)} responses "
                          "(a request without an answer, or an export of another layout)")
     bounds = [int(b) for b in windows[-1].split(b",") if b] if windows else []
-    if len(bounds) >= 2:
-        inside = (sent >= bounds[0]) & (sent <= bounds[-1])
+    if len(bounds) >= 2:  # the last KEPT_WINDOWS windows: those perf_analyzer reports
+        first = bounds[max(len(bounds) - 1 - KEPT_WINDOWS, 0)]
+        inside = (sent >= first) & (sent <= bounds[-1])
         sent, answered = sent[inside], answered[inside]
     if len(sent) < 2:
         raise ValueError(f"{export}: {len(sent)} requests in the kept windows: no rate")
