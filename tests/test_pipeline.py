@@ -619,6 +619,27 @@ def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):
     assert locks[0]["released_at"] <= locks[1]["acquired_at"], locks  # one at a time
 
 
+def test_every_online_request_gives_the_levels_tail(built):
+    """Each online level's percentiles from perf_analyzer's export: the requests of the
+    windows it kept (as many as its own count), its p50 as perf_analyzer's, rising with the
+    percentile, each inside its interval; the report tabulates them."""
+    online = pd.read_csv(built / RUN / "online.csv")
+    report = json.loads((built / RUN / "online.json").read_text())
+    tails = {t["Concurrency"]: t for t in report["tail"]}
+    assert sorted(tails) == sorted(online["Concurrency"])
+    for _, row in online.iterrows():
+        level = tails[row["Concurrency"]]
+        assert level["requests"] >= 3 * 10  # three windows of tft-tiny's 10 requests
+        found = level["percentiles_ms"]
+        values = [found[q]["value"] for q in ("p50", "p90", "p95", "p99", "p99.9")]
+        assert values == sorted(values)
+        assert all(q["ci95"][0] <= q["value"] <= q["ci95"][1] for q in found.values())
+        assert abs(found["p50"]["value"] - row["p50 latency (ms)"]) <= \
+            0.1 * row["p50 latency (ms)"] + 0.05, (level, row)
+    assert "Every request's latency of the windows perf_analyzer kept" in \
+        (built / RUN / "README.md").read_text()
+
+
 def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
     """No three windows agree within 0.001 %: every level is measured once more and kept,
     flagged with its windows' spread (where it used to end the run), the reports mark

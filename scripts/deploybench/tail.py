@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 PERCENTILES = (50, 90, 95, 99, 99.9)
 # perf_analyzer's measurement: its last three windows merged (its stability window); the
@@ -87,3 +88,25 @@ def percentiles(latencies_ms: np.ndarray, seed: int = 0) -> dict[str, dict]:
         out[f"p{q:g}"] = {"value": round(float(np.percentile(values, q)), 4),
                           "ci95": [round(float(low), 4), round(float(high), 4)]}
     return out
+
+
+def summary(export: Path) -> dict:
+    """A level's tail for its scenario's JSON, from its export (deleted once read: it
+    holds every request's data)."""
+    latencies, _, seconds = request_latencies(export)
+    Path(export).unlink()
+    return {"requests": len(latencies), "seconds": round(seconds, 3),
+            "percentiles_ms": percentiles(latencies)}
+
+
+def table(levels: list[dict], keys: tuple[str, ...]) -> pd.DataFrame:
+    """The levels' tails (`summary`, beside their `keys`) as a report shows them: each
+    percentile with its 95 % interval."""
+    rows = []
+    for level in levels:
+        row = {k: level[k] for k in keys} | {"requests": level["requests"]}
+        for name, q in level["percentiles_ms"].items():
+            low, high = q["ci95"]
+            row[f"{name} ms (95 % interval)"] = f"{q['value']:.3g} ({low:.3g}-{high:.3g})"
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import artifacts, atomic, deployments, serving, telemetry
+from .. import artifacts, atomic, deployments, serving, tail, telemetry
 from ..backends import export_precision
 from ..config import online_refusal
 from ..host_load import HostLoad
@@ -138,7 +138,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
                 work: Path, extra: dict, data_dir: Path | None) -> None:
     config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
-    rows, loads, noise, usage, served, requests = [], [], [], [], [], []
+    rows, loads, noise, usage, served, requests, tails = [], [], [], [], [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
@@ -152,10 +152,14 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                      SHARED_MEMORY: row.shared_memory}
             served.append({**level, **_deployment(repository, row.model)})
             # the telemetry's NVML session is open around the host load's GPU queries
+            # online: every request's tail (one run a level: the export is that run's)
+            export = work / "export.json" if scenario == "online" and repeats == 1 else None
             with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
                     HostLoad(prov["device"]) as load:
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
-                                              log) for _ in range(repeats)]
+                                              log, export=export) for _ in range(repeats)]
+            if export:
+                tails.append({**level, **tail.summary(export)})
             rows.append({**median_run(runs), SERVED_BY: served[-1]["served_by"]})
             requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
                              "samples_per_request": row.batch,
@@ -189,6 +193,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "host_load": loads,
         "telemetry": usage,
         **({"repeats": noise} if noise else {}),
+        **({"tail": tails} if tails else {}),  # every request's percentiles, per level
         "provenance": prov,
     }
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, layout, provenance, source_model
+from .. import atomic, layout, provenance, source_model, tail
 from .. import search as configuration_search
 from ..backends import export_precision
 from ..cluster import CPU_KEY
@@ -123,7 +123,17 @@ def _online_section(run: dict, files: dict, rel: dict) -> str:
             f"{run['model']['online']['batch_size']}.\n\n"
             f"![Latency vs concurrency]({rel['online_latency']})\n\n"
             + unstable_note(read_perf(files["online"]), run["perf"])
-            + markdown_table(measured_columns(read_perf(files["online"]))))
+            + markdown_table(measured_columns(read_perf(files["online"])))
+            + _tail(json.loads(Path(files["online_json"]).read_text())))
+
+
+def _tail(report: dict) -> str:
+    """Every request's percentiles of each level (deploybench.tail), where measured."""
+    if not report.get("tail"):
+        return ""
+    return ("\n\nEvery request's latency of the windows perf_analyzer kept (its profile "
+            "export), with 95 % bootstrap intervals:\n\n"
+            + markdown_table(tail.table(report["tail"], ("Concurrency",))))
 
 
 def _perf_settings(ran: dict) -> str:
@@ -168,7 +178,8 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
              "dataset": spec["dataset"]}
     measured_online = serves_online(run)
     if measured_online:
-        files |= {"online": online, "online_latency": online_latency}
+        files |= {"online": online, "online_latency": online_latency,
+                  "online_json": online_json}
     model, key = run["model"], run["key"]
     offline_report = json.loads(Path(offline_json).read_text())
     online_report = json.loads(Path(online_json).read_text()) if measured_online else {}
