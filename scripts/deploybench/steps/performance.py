@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .. import artifacts, atomic, deployments, serving, tail, telemetry
 from ..backends import export_precision
@@ -196,6 +197,11 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         **({"tail": tails} if tails else {}),  # every request's percentiles, per level
         "provenance": prov,
     }
+    write(table, report, out_csv, out_json)
+
+
+def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> None:
+    """A scenario's table and JSON, both whole or neither, and their dated copies."""
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.round(4).to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))

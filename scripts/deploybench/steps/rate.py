@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import tritonclient.http as httpclient
 
-from .. import atomic, deployments, serving, tail, telemetry
+from .. import deployments, tail, telemetry
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..scenarios import rate_refusal
@@ -35,7 +35,7 @@ from ..triton import config as triton_config
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
 from .markdown import markdown_table
-from .performance import warmed_server
+from .performance import warmed_server, write
 
 # offered: the setting; sent: what perf_analyzer's schedule (a seeded Poisson draw) sent
 # over its kept windows; achieved: what was answered, from the first send to the last answer
@@ -100,11 +100,7 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
         "levels": sorted(reports, key=lambda r: r["offered"]),
         "provenance": prov,
     }
-    with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
-        table.round(4).to_csv(tmp_csv, index=False)
-        tmp_json.write_text(json.dumps(result, indent=2))
-    serving.archive(out_csv, out_json)
-    print(table.to_string(index=False))
+    write(table, result, out_csv, out_json)
     print(_max_rate_sentence(found, budget))
 
 
