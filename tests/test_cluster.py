@@ -77,5 +77,5 @@ def test_the_cluster_profiles_run_a_configurations_measuring_steps_as_one_job(pr
     assert settings["group-components"] == [f"{DEVICE_GROUP}=3"]
     assert settings["resources"] == ["bench_slot=1"]
     assert settings["set-resource-scopes"] == ["bench_slot=local"]
-    assert measuring_rules() == {"accuracy", "offline", "online", "floor", "native",
+    assert measuring_rules() == {"accuracy", "offline", "online", "rate", "floor", "native",
                                  "search_point"}
