@@ -18,8 +18,9 @@ from deploybench.triton import config as triton_config
 
 pytestmark = pytest.mark.e2e
 RUN = "results/tft-tiny/cpu/onnx_fp32"
-RATE = {"batch_size": 1, "rates": [20, 100, 4000], "distribution": "poisson",
-        "p99_budget_ms": 20, "bisection_steps": 2, "min_requests": 150, "min_window_ms": 500}
+RATE = {"batch_size": 1, "rates": [20, 100, 3000], "distribution": "poisson",
+        "p99_budget_ms": 20, "bisection_steps": 2, "min_requests": 150, "min_window_ms": 500,
+        "level_timeout_s": 30}
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +51,11 @@ def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
     assert len(kept_up) == 2 and answered.between(0.95, 1.05).all(), kept_up
     drawn = kept_up[rate_step.SENT] / kept_up[rate_step.OFFERED]
     assert drawn.between(0.75, 1.25).all(), kept_up
-    saturated = table[table[rate_step.OFFERED] == 4000].iloc[0]  # the tiny model on 2 cores
-    assert saturated[rate_step.ACHIEVED] < 0.95 * saturated[rate_step.SENT], saturated
-    assert (table["Inferences/Second"] == table[rate_step.ACHIEVED]).all()  # batch 1
+    # the tiny model on 2 cores: beyond the budget, measured or not finished in time
+    saturated = table[table[rate_step.OFFERED] == 3000].iloc[0]
+    assert not saturated[rate_step.WITHIN], saturated
+    measured = table.dropna(subset=[rate_step.ACHIEVED])
+    assert (measured["Inferences/Second"] == measured[rate_step.ACHIEVED]).all()  # batch 1
     command = (rated / RUN / "logs/rate_perf_analyzer.log").read_text()
     assert "--request-distribution poisson" in command and "--async" in command
 
@@ -61,7 +64,8 @@ def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
     """The export's requests are those of perf_analyzer's kept windows: its p50 and p90
     within the level's window spread (and 10 %) of perf_analyzer's, its p99 within the
     bootstrap interval widened as much; the intervals hold their percentile."""
-    table = pd.read_csv(rated / RUN / "rate.csv")
+    table = pd.read_csv(rated / RUN / "rate.csv").dropna(subset=[rate_step.EVERY["p99"]])
+    assert len(table) >= 2  # a level beyond saturation may not finish in time
     for _, row in table.iterrows():
         slack = max(row["window spread (%)"], 10) / 100
         for q in ("p50", "p90"):
@@ -71,7 +75,7 @@ def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
         assert low <= row[rate_step.EVERY["p99"]] <= high, row
         assert low * (1 - slack) - 0.05 <= row["p99 latency (ms)"] <= high * (1 + slack) + 0.05
     levels = json.loads((rated / RUN / "rate.json").read_text())["levels"]
-    for level in levels:
+    for level in (lv for lv in levels if "error" not in lv):
         values = [level["percentiles_ms"][f"p{q:g}"]["value"] for q in (50, 90, 95, 99, 99.9)]
         assert values == sorted(values), level
 
@@ -96,7 +100,7 @@ def test_the_batches_triton_formed_are_counted_per_level(rated):
     levels = json.loads((rated / RUN / "rate.json").read_text())["levels"]
     max_batch = triton_config.read(rated / RUN / "model_repository/tft-tiny/config.pbtxt") \
         .max_batch_size
-    for level in levels:
+    for level in (lv for lv in levels if "error" not in lv):
         formed = {int(b): n for b, n in level["executions_by_batch"].items()}
         assert sum(b * n for b, n in formed.items()) >= level["requests"], level
         assert max(formed) <= max_batch

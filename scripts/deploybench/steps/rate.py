@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -82,8 +83,9 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
                 level, report = _level(spec, server, row, data_json, work, log, prov, budget)
                 levels.append({**level, SERVED_BY: served})
                 reports.append(report)
-                progress.done(f"{offered:g} requests/s: p99 {level[EVERY['p99']]:.3g} ms, "
-                              f"achieved {level[ACHIEVED]:.4g}/s")
+                progress.done(f"{offered:g} requests/s: " + (
+                    f"p99 {level[EVERY['p99']]:.3g} ms, achieved {level[ACHIEVED]:.4g}/s"
+                    if EVERY["p99"] in level else report["error"]))
                 return level
 
             progress = Progress(f"rate ({spec['key']['model']})",
@@ -125,10 +127,23 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     Triton formed meanwhile, and what else loaded the host."""
     export = work / f"export_r{row.rate:g}.json"
     before = _executions_by_batch(server, row.model)
+    windowed = _windowed(spec, row.rate)
+    # a run's windows, the record run's and the export's writing, with room to spare
+    timeout_s = spec["model"]["rate"].get("level_timeout_s") or 120 + 3 * spec["perf"][
+        "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
     with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
             HostLoad(prov["device"]) as load:
-        measured = perf_analyzer.measure(_windowed(spec, row.rate), "rate", server, row,
-                                         data_json, work, log, export=export)
+        try:
+            measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
+                                             log, export=export, timeout_s=timeout_s)
+        except perf_analyzer.PerfError as err:  # beyond what the server can answer
+            if "did not finish" not in str(err):
+                raise
+            _drain(server, row.model)
+            export.unlink(missing_ok=True)
+            return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
+                     WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory},
+                    {"offered": row.rate, "error": str(err), "host_load": load.result})
     formed = {b: n - before.get(b, 0) for b, n in _executions_by_batch(server, row.model)
               .items() if n - before.get(b, 0)}
     latencies, sending, seconds = tail.request_latencies(export)
@@ -144,6 +159,19 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
               "percentiles_ms": tails, "executions_by_batch": formed,
               "host_load": load.result, "telemetry": sampled.result}
     return level, report
+
+
+def _drain(server, model: str, quiet_s: float = 2.0, limit_s: float = 300.0) -> None:
+    """Wait until the server has run no execution of `model` for `quiet_s` (a killed
+    open-loop run leaves a backlog behind), at most `limit_s`."""
+    last, still_since, start = None, time.monotonic(), time.monotonic()
+    while time.monotonic() - start < limit_s:
+        count = sum(_executions_by_batch(server, model).values())
+        if count != last:
+            last, still_since = count, time.monotonic()
+        elif time.monotonic() - still_since >= quiet_s:
+            return
+        time.sleep(0.5)
 
 
 def _executions_by_batch(server, model: str) -> dict[int, int]:
@@ -200,7 +228,8 @@ def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
     table = pd.read_csv(rate_csv)
     formed = pd.DataFrame([{OFFERED: level["offered"],
                             **{f"batch {b}": n for b, n in sorted(
-                                level["executions_by_batch"].items(), key=lambda i: int(i[0]))}}
+                                level.get("executions_by_batch", {}).items(),
+                                key=lambda i: int(i[0]))}}
                            for level in result["levels"]]).fillna(0)
     shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
                                 ("avg latency (ms)", "p99 latency (ms)")])

@@ -170,7 +170,7 @@ def window_spread(stdout: str) -> float:
 
 
 def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
-            log, export: Path | None = None) -> dict:
+            log, export: Path | None = None, timeout_s: float | None = None) -> dict:
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
     cannot stabilise; then, with perf.on_unstable: record, measured once more over three
     windows of the last attempt's length and kept, flagged unstable."""
@@ -187,8 +187,13 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
         # the server's environment: its shared-memory names (deploybench.triton.server)
-        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
-                                pass_fds=server.keep_fds)
+        try:
+            result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
+                                    pass_fds=server.keep_fds, timeout=timeout_s)
+        except subprocess.TimeoutExpired as late:  # killed: an open-loop backlog may never drain
+            log.write(f"{late.stdout or ''}[no result within {timeout_s:g} s: killed]\n")
+            raise PerfError(f"perf_analyzer did not finish the {scenario} level at batch "
+                            f"{batch}, rate {row.rate:g}/s within {timeout_s:g} s") from None
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
