@@ -136,9 +136,7 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
         try:
             measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
                                              log, export=export, timeout_s=timeout_s)
-        except perf_analyzer.PerfError as err:  # beyond what the server can answer
-            if "did not finish" not in str(err):
-                raise
+        except perf_analyzer.PerfTimeout as err:  # beyond what the server can answer
             _drain(server, row.model)
             export.unlink(missing_ok=True)
             return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,

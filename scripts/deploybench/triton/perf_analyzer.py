@@ -57,6 +57,10 @@ class PerfError(RuntimeError):
     """perf_analyzer failed or did not reach a stable measurement."""
 
 
+class PerfTimeout(PerfError):
+    """perf_analyzer did not finish within its time limit (and was killed)."""
+
+
 def output_bytes(outputs: list[dict], batch: int) -> int:
     per_sample = sum(
         int(np.prod(t["dims"])) * np.dtype(numpy_dtype(t["dtype"])).itemsize for t in outputs
@@ -192,7 +196,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
                                     pass_fds=server.keep_fds, timeout=timeout_s)
         except subprocess.TimeoutExpired as late:  # killed: an open-loop backlog may never drain
             log.write(f"{late.stdout or ''}[no result within {timeout_s:g} s: killed]\n")
-            raise PerfError(f"perf_analyzer did not finish the {scenario} level at batch "
+            raise PerfTimeout(f"perf_analyzer did not finish the {scenario} level at batch "
                             f"{batch}, rate {row.rate:g}/s within {timeout_s:g} s") from None
         log.write(result.stdout + result.stderr)
         log.flush()
