@@ -9,7 +9,12 @@ from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings, online_refusal, serves_online, step_spec
-from deploybench.scenarios import rate_refusal, serves_rate
+from deploybench.scenarios import (
+    own_server,
+    own_server_refusal,
+    rate_refusal,
+    serves_rate,
+)
 from deploybench.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
@@ -193,6 +198,30 @@ def if_online(name):
 
     def inputs(w):
         return layout.fill(cfg(name), **key_of(w)) if serves_online(run_of(w)) else []
+
+    return inputs
+
+
+def if_own_server(name):
+    """input: a configuration's file `name` of a step that needs a server the pipeline
+    starts itself (floor, native), none where it measures a remote one (server.kind
+    remote)."""
+
+    def inputs(w):
+        return layout.fill(cfg(name), **key_of(w)) if own_server(run_of(w)) else []
+
+    return inputs
+
+
+def needs_own_server(step):
+    """input (none) of a step that needs a server the pipeline starts itself (floor,
+    native): on server.kind remote it is refused with the reason while the DAG is built."""
+
+    def inputs(w):
+        refused = own_server_refusal(run_of(w), step)
+        if refused:
+            raise WorkflowError(refused)
+        return []
 
     return inputs
 

@@ -24,8 +24,10 @@ rule plots:
 rule online_plot:
     input:
         online=cfg("online.csv"),
+        online_json=cfg("online.json"),
     output:
         online_latency=reported(cfg("plots/online_latency.png")),
+        online_tail=reported(cfg("plots/online_tail.png")),
     log:
         log=cfg("logs/online_plot.log"),
     priority: run_order
@@ -60,9 +62,10 @@ rule configuration_report:
         offline_throughput=cfg("plots/offline_throughput.png"),
         offline_latency=cfg("plots/offline_latency.png"),
         online_latency=if_online("plots/online_latency.png"),
-        native=cfg("native.csv"),
-        native_json=cfg("native.json"),
-        floor=cfg("floor.csv"),
+        online_tail=if_online("plots/online_tail.png"),
+        native=if_own_server("native.csv"),
+        native_json=if_own_server("native.json"),
+        floor=if_own_server("floor.csv"),
         rate=if_rate("rate.csv"),
         rate_json=if_rate("rate.json"),
         rate_latency=if_rate("plots/rate_latency.png"),
@@ -114,10 +117,10 @@ rule configuration_comparison:
     input:
         offline=cfg("offline.csv"),
         online=if_online("online.csv"),
-        native=cfg("native.csv"),
+        native=if_own_server("native.csv"),
         offline_json=cfg("offline.json"),
         online_json=if_online("online.json"),
-        native_json=cfg("native.json"),
+        native_json=if_own_server("native.json"),
         baseline=comparison_baseline,
     output:
         out=cfg(layout.COMPARISON),

@@ -113,6 +113,7 @@ use rule offline as rate with:
 rule floor:
     input:
         perf_data=src("perf_data.json"),
+        own_server=needs_own_server("floor"),
     output:
         out_csv=reported(cfg("floor.csv")),
         out_json=cfg("floor.json"),
@@ -142,6 +143,7 @@ rule native:
     input:
         converted=converted_path,
         eval_set=src("eval.npz"),
+        own_server=needs_own_server("native"),
     output:
         out_csv=reported(cfg("native.csv")),
         out_json=cfg("native.json"),

@@ -138,7 +138,7 @@ def main() -> None:
                   for p in args.results.glob(pattern))
     if not runs:
         sys.exit(f"no configuration with offline.csv under "
-                 f"{args.results}/*/{args.gpu}/: build them first (README: GPU runs)")
+                 f"{args.results}/*/{args.gpu}/: build them first (docs/gpus.md)")
     rows = []
     for run in runs:
         name = "/".join(p for p in run.relative_to(args.results).parts if p != args.gpu)

@@ -246,7 +246,8 @@ def test_tensorrt_settings_follow_the_seeds_deploy_commands(model, backend, trit
 
 class _Server:  # what perf_analyzer.command reads of a running server
     install = type("Install", (), {"perf_analyzer": "perf_analyzer"})()
-    grpc_url, http_url = "localhost:8001", "localhost:8000"
+    grpc_url, http_url, version = "localhost:8001", "localhost:8000", "1"
+    served_name = staticmethod(lambda name: name)
 
 
 def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], list[str]]:

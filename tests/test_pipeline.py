@@ -621,30 +621,45 @@ def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):
 
 def test_every_online_request_gives_the_levels_tail(built):
     """Each online level's percentiles from perf_analyzer's export: the requests of the
-    windows it kept (as many as its own count), its p50 as perf_analyzer's, rising with the
-    percentile, each inside its interval; the report tabulates them."""
+    windows it kept (at least perf.min_requests), its p50 as perf_analyzer's, rising with
+    the percentile, each inside its interval, beside the row in online.csv; the batches
+    Triton formed (one request in flight forms batch 1 only; two, at most 2), at least one
+    sample executed for each kept request; the report tabulates and plots them."""
     online = pd.read_csv(built / RUN / "online.csv")
     report = json.loads((built / RUN / "online.json").read_text())
     tails = {t["Concurrency"]: t for t in report["tail"]}
-    assert sorted(tails) == sorted(online["Concurrency"])
+    formed = {f["Concurrency"]: {int(b): n for b, n in f["executions_by_batch"].items()}
+              for f in report["batches_formed"]}
+    assert sorted(tails) == sorted(formed) == sorted(online["Concurrency"])
+    assert report["perf_analyzer_settings"]["measurement_request_count"] == 15  # 45 / 3
     for _, row in online.iterrows():
         level = tails[row["Concurrency"]]
-        assert level["requests"] >= 3 * 10  # three windows of tft-tiny's 10 requests
+        assert level["requests"] >= 45  # perf.min_requests (tiny.yaml)
+        assert row["Requests"] == level["requests"]
         found = level["percentiles_ms"]
         values = [found[q]["value"] for q in ("p50", "p90", "p95", "p99", "p99.9")]
         assert values == sorted(values)
+        assert row["p99 every request (ms)"] == found["p99"]["value"]
+        assert row["p99 ci95 low (ms)"] <= found["p99"]["value"] <= row["p99 ci95 high (ms)"]
         assert all(q["ci95"][0] <= q["value"] <= q["ci95"][1] for q in found.values())
         assert abs(found["p50"]["value"] - row["p50 latency (ms)"]) <= \
             0.1 * row["p50 latency (ms)"] + 0.05, (level, row)
-    assert "Every request's latency of the windows perf_analyzer kept" in \
-        (built / RUN / "README.md").read_text()
+        batches = formed[row["Concurrency"]]
+        assert max(batches) <= row["Concurrency"], batches  # batch 1 requests
+        assert sum(b * n for b, n in batches.items()) >= level["requests"], batches
+    readme = (built / RUN / "README.md").read_text()
+    assert "Every request's latency of the windows perf_analyzer kept" in readme
+    assert "Executions by the batch size Triton's dynamic batcher formed" in readme
+    assert "](plots/online_tail.png)" in readme
+    assert (built / RUN / "plots/online_tail.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
     """No three windows agree within 0.001 %: every level is measured once more and kept,
     flagged with its windows' spread (where it used to end the run), the reports mark
     it, and the run builds its two configurations one after the other: the first one's
-    measurements all before the second one's."""
+    measurements all before the second one's. perf.min_duration_s lengthens the windows of
+    online levels that span less."""
     work = tmp_path / "work"
     shutil.copytree(built, work, symlinks=True)
     second = "results/tft-tiny/cpu/ts-trace_fp32"
@@ -654,10 +669,11 @@ def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
         "targets": [dict(zip(("model", "gpu", "backend", "precision"),
                              ["tft-tiny", "cpu", *Path(r).name.split("_")]))
                     for r in (RUN, second)],
-        "perf": {**strict, "on_unstable": "record"}, "perf_overrides": {"cpu": strict}}))
+        "perf": {**strict, "on_unstable": "record", "min_duration_s": 1.0},
+        "perf_overrides": {"cpu": strict}}))
     started = time.time()  # the copy holds earlier tests' measurements too
     snakemake(work, "--configfile", str(TINY), str(extra))
-    locks = {}
+    locks, lengthened = {}, []
     for run in (RUN, second):
         for scenario in ("offline", "online"):
             table = pd.read_csv(work / run / f"{scenario}.csv")
@@ -666,6 +682,11 @@ def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
             assert (table["window spread (%)"] > 0.001).all(), table
             check_littles_law(table, f"{run} {scenario}")
             assert "recorded as unstable" in (work / run / f"logs/{scenario}.log").read_text()
+        # every level's kept windows span a second at least: tft-tiny's onnx levels, well
+        # under one at first, measured again with longer windows
+        tails = json.loads((work / run / "online.json").read_text())["tail"]
+        assert all(t["seconds"] >= 1.0 for t in tails), tails
+        lengthened += [t.get("windows_lengthened", 1) > 1 for t in tails]
         readme = (work / run / "README.md").read_text()
         offline = pd.read_csv(work / run / "offline.csv")
         assert f"**{len(offline)} of {len(offline)} levels did not stabilise**" in readme
@@ -675,6 +696,7 @@ def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
         assert len(locks[run]) >= 3, run  # offline, online, floor at least
     assert max(lock["released_at"] for lock in locks[RUN]) <= \
         min(lock["acquired_at"] for lock in locks[second])
+    assert any(lengthened), lengthened
 
 
 def test_failed_step_keeps_the_earlier_good_result(built, tmp_path):

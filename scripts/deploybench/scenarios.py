@@ -1,5 +1,6 @@
 """Which of the optional scenarios a configuration is measured in: the open-loop rate
-scenario (its model's `rate` section, merged for its backend and device)."""
+scenario (its model's `rate` section, merged for its backend and device), and the steps
+that need a server the pipeline starts itself (not on server.kind remote)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,26 @@ def rate_refusal(run: dict) -> str | None:
 def serves_rate(run: dict) -> bool:
     """Whether a configuration is measured at open-loop arrival rates (rate.csv)."""
     return rate_refusal(run) is None
+
+
+# The steps that need a server (or a device) of the pipeline's own, and why
+OWN_SERVER_STEPS = {
+    "floor": "an identity model loaded beside the configuration's",
+    "native": "the model in-process on the device that serves it, beside that server",
+}
+
+
+def own_server_refusal(run: dict, step: str) -> str | None:
+    """Why `step` (floor, native) is not built for a configuration: on server.kind remote
+    the pipeline starts no server and the serving device is not here; None otherwise."""
+    if run["server"]["kind"] != "remote":
+        return None
+    return (f"server.kind remote measures a server someone else runs ("
+            f"{run['server']['remote']['http_url']}); {step} needs a server the pipeline "
+            f"starts itself ({OWN_SERVER_STEPS[step]}): build it with server.kind embedded, "
+            "binary or container")
+
+
+def own_server(run: dict) -> bool:
+    """Whether the pipeline starts the configuration's server (floor and native built)."""
+    return run["server"]["kind"] != "remote"

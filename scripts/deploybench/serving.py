@@ -14,6 +14,7 @@ import tritonclient.http as httpclient
 from . import artifacts, device, layout, locks, provenance
 from .triton import config as triton_config
 from .triton import install
+from .triton.remote import RemoteServer
 from .triton.server import TritonServer, server_flags
 
 
@@ -30,7 +31,12 @@ def archive(*paths: Path) -> None:
 @contextmanager
 def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: bool = False):
     """A running server with the run's repository loaded (every deployment of it), ready
-    to serve the model of `config_pbtxt`; yields (server, provenance)."""
+    to serve the model of `config_pbtxt`; yields (server, provenance). With server.kind
+    remote, the server someone else runs, as it is (remote_served)."""
+    if run["server"]["kind"] == "remote":
+        with remote_served(run, config_pbtxt, server_log) as found:
+            yield found
+        return
     checked = device.check(run["gpu"], run["allow_gpu_mismatch"])
     triton = install.for_server(run["server"])
     cfg = run["server"]
@@ -58,6 +64,42 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
                 described["ensemble_parts"] = parts
             yield server, {**provenance.collect(run, meta, checked, described),
                            "device_lock": held.record}
+
+
+@contextmanager
+def remote_served(run: dict, config_pbtxt: Path, server_log: Path):
+    """The remote server of server.remote, its model checked to take the configuration's
+    inputs; yields (server, provenance). The lock of its URL keeps two measurements of
+    this host's users from sharing it; the GPU key is not checked (the device is not
+    here): the provenance says which server measured and that it was not the pipeline's.
+    Its telemetry and host load are this host's (the client's), its processes none. The
+    step's server log says so in place of a log of a server of ours."""
+    server = RemoteServer(run["server"]["remote"], install.prepare(), run["key"]["model"])
+    Path(server_log).write_text(f"server.kind remote: no server started here; measured "
+                                f"{server.http_url}, model '{server.model}'\n")
+    config = server.check_inputs(triton_config.served_inputs(config_pbtxt))
+    checked = {"gpu_key": run["gpu"]["key"], "devices": [], "mismatch_allowed": False,
+               "not_checked": "server.kind remote: the server's device is not on this host"}
+    with locks.device_lock(f"remote-{server.http_url}") as held:
+        yield server, {**provenance.collect(run, server.metadata(), checked,
+                                            server.describe(config)),
+                       "device_lock": held.record}
+
+
+def executions_by_batch(server: TritonServer, model: str) -> dict[int, int]:
+    """Triton's executions of `model` so far, by the batch size they ran at (its
+    statistics: what the dynamic batcher formed, counted since the server started)."""
+    with closing(httpclient.InferenceServerClient(server.http_url)) as client:
+        stats = client.get_inference_statistics(server.served_name(model),
+                                                 server.version)["model_stats"]
+    return {int(b["batch_size"]): int(b["compute_infer"]["count"])
+            for s in stats for b in s.get("batch_stats", [])}
+
+
+def formed_since(server: TritonServer, model: str, before: dict[int, int]) -> dict[int, int]:
+    """The executions by batch size since `before` (executions_by_batch then), nonzero."""
+    now = executions_by_batch(server, model)
+    return {b: n - before.get(b, 0) for b, n in sorted(now.items()) if n - before.get(b, 0)}
 
 
 def cache_report(server: TritonServer) -> dict:

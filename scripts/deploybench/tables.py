@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .tail import PERCENTILES
+
 # The latency columns of the reference results tables, in their order; the first seven
 # are the components that add up to the average latency (stacked in the online plot).
 LATENCY_COLUMNS = [
@@ -36,6 +38,12 @@ STABLE = "Stable"
 WINDOW_SPREAD = "window spread (%)"
 PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS, SHARED_MEMORY,
                 COMPONENT_SUM, SERVED_BY, STABLE, WINDOW_SPREAD]
+# Every request's tail (deploybench.tail) beside a row of online.csv and rate.csv: the
+# requests of the windows perf_analyzer kept, the time they spanned, their percentiles
+TAIL_REQUESTS, TAIL_SECONDS = "Requests", "Measured (s)"
+EVERY = {f"p{q:g}": f"p{q:g} every request (ms)" for q in PERCENTILES}
+P99_CI = ["p99 ci95 low (ms)", "p99 ci95 high (ms)"]
+TAIL_COLUMNS = [TAIL_REQUESTS, TAIL_SECONDS, *EVERY.values(), *P99_CI]
 
 # native.csv: host arrays in and out (what the python backend's runner does), and for a
 # torch runner on a GPU the same with inputs and outputs already on the device

@@ -111,7 +111,8 @@ class Telemetry:
         if not device:
             raise ValueError("telemetry needs the measured device ('cpu' or a GPU's UUID)")
         self.device = device
-        self.pids = list(server_pids) if server_pids else [os.getpid()]
+        # an empty list: no process here serves (a remote server): none is sampled
+        self.pids = list(server_pids) if server_pids is not None else [os.getpid()]
         if any(p is None for p in self.pids):
             raise ValueError(f"telemetry: a server process that is not running ({self.pids})")
         self.interval_s = interval_s
@@ -198,6 +199,8 @@ class Telemetry:
                 self._gpu.close()
 
     def _process_result(self) -> dict:
+        if not self.pids:
+            return {"pids": [], "not_sampled": "no process of this host serves"}
         spent = sum(s for s, _ in self._cpu_windows)
         covered = sum(w for _, w in self._cpu_windows)
         windows = [s / w * 100 for s, w in self._cpu_windows if w > 0]
@@ -255,8 +258,9 @@ def columns(result: dict, throughput: float) -> dict:
     """A measured row's telemetry columns (tables.PROCESS_TELEMETRY, and on a GPU
     tables.GPU_TELEMETRY): energy per inference is mean power / throughput (mJ)."""
     procs = result["processes"]
-    row = {CPU_MEAN: procs["cpu_percent"]["mean"], CPU_MAX: procs["cpu_percent"]["max"],
-           RSS_MEAN: procs["rss_mib"]["mean"], RSS_MAX: procs["rss_mib"]["max"]}
+    row = ({CPU_MEAN: procs["cpu_percent"]["mean"], CPU_MAX: procs["cpu_percent"]["max"],
+            RSS_MEAN: procs["rss_mib"]["mean"], RSS_MAX: procs["rss_mib"]["max"]}
+           if "cpu_percent" in procs else dict.fromkeys(PROCESS_TELEMETRY, math.nan))
     if "gpu" not in result:
         return row
     gpu = result["gpu"] if isinstance(result["gpu"], dict) else {}

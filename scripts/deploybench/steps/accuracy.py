@@ -27,10 +27,11 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     config_pbtxt = triton_repository.config_path(repository, deployment.name)
     inputs, reference, targets = source_model.load_eval(model, eval_set)
     with serving.served(spec, config_pbtxt, server_log) as (server, prov), \
-            Telemetry(prov["device"], server_pids=[server.pid]) as sampled:
+            Telemetry(prov["device"], server_pids=server.pids) as sampled:
         outputs = infer_all(server.grpc_url, spec, inputs, batch,
-                            triton_config.served_inputs(config_pbtxt), deployment.name,
-                            artifacts.request_encoder(spec, config_pbtxt))
+                            triton_config.served_inputs(config_pbtxt),
+                            server.served_name(deployment.name),
+                            artifacts.request_encoder(spec, config_pbtxt), server.version)
         cache = serving.cache_report(server)
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)

@@ -9,6 +9,7 @@ as the model's reference document ran them (deploybench.triton.perf_analyzer).
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from collections.abc import Iterator
@@ -24,7 +25,17 @@ from ..config import online_refusal
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
-from ..tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, require_accurate
+from ..tables import (
+    EVERY,
+    P99_CI,
+    SERVED_BY,
+    SHARED_MEMORY,
+    TAIL_COLUMNS,
+    TAIL_REQUESTS,
+    TAIL_SECONDS,
+    THROUGHPUT,
+    require_accurate,
+)
 from ..tensors import numpy_dtype
 from ..triton import config as triton_config
 from ..triton import cpp_backend, install, perf_analyzer
@@ -127,8 +138,9 @@ def _cache_warmup(spec: dict, server, config_pbtxt: Path, data_dir: Path | None,
     if not described:
         return {}
     start = time.perf_counter()
-    send_all(server.grpc_url, spec, batches, triton_config.served_inputs(config_pbtxt), name,
-             artifacts.request_encoder(spec, config_pbtxt))
+    send_all(server.grpc_url, spec, batches, triton_config.served_inputs(config_pbtxt),
+             server.served_name(name), artifacts.request_encoder(spec, config_pbtxt),
+             server.version)
     seconds = round(time.perf_counter() - start, 3)
     print(f"cache warm-up: {described['samples']} training samples in "
           f"{described['requests']} requests, {seconds} s")
@@ -139,7 +151,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 out_csv: Path, out_json: Path, perf_log: Path, server_log: Path,
                 work: Path, extra: dict, data_dir: Path | None) -> None:
     config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
-    rows, loads, noise, usage, served, requests, tails = [], [], [], [], [], [], []
+    rows, loads, noise, usage, served, requests, tails, formed = [], [], [], [], [], [], [], []
     with open(perf_log, "w") as log, \
             warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                           work) as (server, prov, data_json):
@@ -151,16 +163,21 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         for row in sweep:
             level = {"Batch": row.batch, "Concurrency": row.concurrency,
                      SHARED_MEMORY: row.shared_memory}
-            served.append({**level, **_deployment(repository, row.model)})
+            served.append({**level, **_deployment(repository, row.model, prov["server"])})
             # the telemetry's NVML session is open around the host load's GPU queries
             # online: every request's tail (one run a level: the export is that run's)
             export = work / "export.json" if scenario == "online" and repeats == 1 else None
-            with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
+            before = serving.executions_by_batch(server, row.model) if scenario == "online" else {}
+            with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
                     HostLoad(prov["device"]) as load:
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log, export=export) for _ in range(repeats)]
-            if export:
-                tails.append({**level, **tail.summary(export)})
+                if export:
+                    tails.append({**level, **_tail(spec, server, row, data_json, work, log,
+                                                   export, runs)})
+            if scenario == "online":  # what the dynamic batcher made of the level's requests
+                formed.append({**level, "executions_by_batch": serving.formed_since(
+                    server, row.model, before)})
             rows.append({**median_run(runs), SERVED_BY: served[-1]["served_by"]})
             requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
                              "samples_per_request": row.batch,
@@ -176,14 +193,17 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                         f"{row.shared_memory} shared memory{deployment}")
         cache = serving.cache_report(server)
     table = telemetry.with_columns(perf_analyzer.table(rows), usage)
+    if tails:
+        table = pd.concat([table, tail_columns(tails, table.index)], axis=1)
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**spec["perf"], **spec["model"][scenario],
-                                   **dict(zip(("measurement_mode", "measurement_interval_ms"),
+                                   **dict(zip(("measurement_mode", "measurement_interval_ms",
+                                               "measurement_request_count"),
                                               perf_analyzer.window(spec, scenario))),
                                    "protocol": perf_analyzer.protocol(spec, scenario),
                                    "shared_memory": sorted({row.shared_memory for row in sweep}),
-                                   "batching": "static" if scenario == "offline" else "dynamic"},
+                                   "batching": _batching(scenario, prov["server"])},
         "triton": spec["model"]["triton"],
         "export_precision": export_precision(spec),  # what the model reports show
         "deployments": served,  # the Triton model (and its max batch) of each row
@@ -195,9 +215,43 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "telemetry": usage,
         **({"repeats": noise} if noise else {}),
         **({"tail": tails} if tails else {}),  # every request's percentiles, per level
+        **({"batches_formed": formed} if formed else {}),
         "provenance": prov,
     }
     write(table, report, out_csv, out_json)
+
+
+LENGTHENINGS = 3  # runs of a level with longer windows, at most, for perf.min_* settings
+
+
+def _tail(spec: dict, server, row, data_json: Path, work: Path, log, export: Path,
+          runs: list) -> dict:
+    """An online level's every-request tail (deploybench.tail). Where its kept windows held
+    fewer than perf.min_requests requests or spanned less than perf.min_duration_s, the
+    level is measured again with windows as many times longer as it fell short, a quarter
+    more (up to LENGTHENINGS times), and that run replaces it in `runs`: the row and its
+    tail are one run's."""
+    found, scale, perf = tail.summary(export), 1, spec["perf"]
+    for _ in range(LENGTHENINGS):
+        short = max(perf.get("min_requests", 0) / found["requests"],
+                    perf.get("min_duration_s", 0) / max(found["seconds"], 1e-9))
+        if short <= 1:
+            break
+        scale = math.ceil(1.25 * short * scale)
+        runs[:] = [perf_analyzer.measure(spec, "online", server, row, data_json, work, log,
+                                         export=export, scale=scale)]
+        found = tail.summary(export)
+    return found | ({"windows_lengthened": scale} if scale > 1 else {})
+
+
+def tail_columns(tails: list[dict], index) -> pd.DataFrame:
+    """The levels' tails (tail.summary, in the table's row order) as online.csv's columns
+    beside perf_analyzer's: requests, seconds, every percentile and p99's interval."""
+    rows = [{TAIL_REQUESTS: t["requests"], TAIL_SECONDS: t["seconds"],
+             **{EVERY[q]: v["value"] for q, v in t["percentiles_ms"].items()},
+             P99_CI[0]: t["percentiles_ms"]["p99"]["ci95"][0],
+             P99_CI[1]: t["percentiles_ms"]["p99"]["ci95"][1]} for t in tails]
+    return pd.DataFrame(rows, columns=TAIL_COLUMNS, index=index)
 
 
 def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> None:
@@ -227,20 +281,43 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
         models_of = {}  # batch -> the models measured at it (the floor's: one a backend)
         for row in sweep:
             models_of.setdefault(row.batch, {})[row.model] = None
-        for batch in _warm_up_batches(spec, scenario, sweep):
+        batches = _warm_up_batches(spec, scenario, sweep)
+        if prov["server"].get("kind") == "remote":  # its batches, within its max batch
+            batches = _within_remote(sorted(models_of), prov["server"])
+        for batch in batches:
             for model in models_of.get(batch, [sweep[-1].model]):
                 warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
                         names, instances or spec["model"]["triton"]["instances"],
-                        name=model, encode=encode)
+                        name=server.served_name(model), encode=encode, version=server.version)
         yield server, prov, data_json
 
 
-def _deployment(repository: Path, model: str) -> dict:
+def _within_remote(batches: list[int], server: dict) -> list[int]:
+    """The batches a sweep sends, refused early where a remote model cannot take them."""
+    top = server["max_batch_size"]
+    over = [b for b in batches if top and b > top]
+    if over:
+        raise ValueError(f"remote model '{server['model']}' at {server['http_url']} takes "
+                         f"batches up to {top}; the sweep sends {over}: lower the scenario's "
+                         "batch sizes or serve a deployment with a larger max_batch_size")
+    return batches
+
+
+def _deployment(repository: Path, model: str, server: dict) -> dict:
     """The Triton model that measured a row, its max batch size and the backend that
-    served it, from its config."""
+    served it, from its config (a remote server's: as it reported it)."""
+    if server.get("kind") == "remote":
+        return {k: server[k] for k in ("model", "max_batch_size", "served_by")}
     config = triton_config.read(triton_repository.config_path(repository, model))
     return {"model": model, "max_batch_size": config.max_batch_size,
             "served_by": triton_config.served_by(config)}
+
+
+def _batching(scenario: str, server: dict) -> str:
+    """Static offline, dynamic online, on a server of ours; a remote server's as it runs."""
+    if server.get("kind") == "remote":
+        return f"{'dynamic' if server['dynamic_batching'] else 'static'} (the remote server's)"
+    return "static" if scenario == "offline" else "dynamic"
 
 
 def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:

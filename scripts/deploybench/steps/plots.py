@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -33,9 +34,55 @@ def plots(spec: dict, offline: Path, offline_throughput: Path, offline_latency: 
     offline_plots(offline, _title(spec), offline_throughput, offline_latency)
 
 
-def online_plot(spec: dict, online: Path, online_latency: Path) -> None:
-    """The online plot, a rule of its own: only configurations measured online have it."""
+def online_plot(spec: dict, online: Path, online_json: Path, online_latency: Path,
+                online_tail: Path) -> None:
+    """The online plots, a rule of their own: only configurations measured online have
+    them."""
     online_latency_plot(online, _title(spec), online_latency)
+    report = json.loads(Path(online_json).read_text())
+    tail_plot(report.get("tail", []), report.get("batches_formed", []), "Concurrency",
+              _title(spec), online_tail)
+
+
+def tail_plot(tails: list[dict], formed: list[dict], key: str, title: str,
+              out: Path) -> None:
+    """Each level's latency distribution from every request (its percentiles, with their
+    95 % intervals, one line a level) and the batch sizes Triton formed at each level
+    (a column of dots a level, sized by the share of executions at that batch; the line:
+    the mean batch an execution ran)."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    colors = plt.get_cmap("viridis")
+    for i, level in enumerate(tails):
+        names = list(level["percentiles_ms"])
+        values = [q["value"] for q in level["percentiles_ms"].values()]
+        low = [v - q["ci95"][0] for v, q in zip(values, level["percentiles_ms"].values())]
+        high = [q["ci95"][1] - v for v, q in zip(values, level["percentiles_ms"].values())]
+        ax.errorbar(names, values, yerr=[low, high], marker="o", capsize=2,
+                    color=colors(i / max(len(tails) - 1, 1)),
+                    label=f"{key.lower()} {level[key]:g} ({level['requests']} requests)")
+    ax.set(xlabel="Percentile", ylabel="Latency (ms), every request", yscale="log",
+           title=f"Latency distribution: {title}")
+    if tails:
+        ax.legend(fontsize="x-small", ncol=2 if len(tails) > 8 else 1)
+    else:
+        ax.text(0.5, 0.5, "every request's tail not recorded\n(perf.repeats > 1)",
+                ha="center", transform=ax.transAxes)
+    means = []
+    for level in formed:
+        counts = {int(b): n for b, n in level["executions_by_batch"].items()}
+        total = sum(counts.values()) or 1
+        ax2.scatter([level[key]] * len(counts), list(counts),
+                    s=[200 * n / total for n in counts.values()], color="#1a6fb0", alpha=0.6)
+        means.append((level[key], sum(b * n for b, n in counts.items()) / total))
+    if means:
+        ax2.plot(*zip(*means), color="#76b900", marker=".", label="mean batch")
+        ax2.legend(fontsize="small")
+    ax2.set(xlabel=key, ylabel="Batch size Triton executed",
+            title="Batches the dynamic batcher formed (dot: share of executions)")
+    ax2.set_yscale("log", base=2)
+    for axis in (ax.yaxis, ax2.yaxis):  # plain numbers on the log axes
+        axis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    _save(fig, out)
 
 
 def offline_plots(csv: Path, title: str, throughput_png: Path, latency_png: Path) -> None:

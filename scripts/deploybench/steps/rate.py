@@ -13,44 +13,42 @@ import json
 import math
 import shutil
 import time
-from contextlib import closing
 from pathlib import Path
 
 import pandas as pd
-import tritonclient.http as httpclient
 
-from .. import deployments, tail, telemetry
+from .. import deployments, serving, tail, telemetry
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..scenarios import rate_refusal
 from ..tables import (
+    EVERY,
     LATENCY_COLUMNS,
+    P99_CI,
     SERVED_BY,
     SHARED_MEMORY,
     STABLE,
+    TAIL_COLUMNS,
+    TAIL_REQUESTS,
+    TAIL_SECONDS,
     THROUGHPUT,
     WINDOW_SPREAD,
     require_accurate,
 )
-from ..triton import config as triton_config
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
-from .markdown import markdown_table
+from .markdown import batches_formed, markdown_table
 from .performance import warmed_server, write
 
 # offered: the setting; sent: what perf_analyzer's schedule (a seeded Poisson draw) sent
 # over its kept windows; achieved: what was answered, from the first send to the last answer
 OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"
-REQUESTS, SECONDS = "Requests", "Measured (s)"
-EVERY = {f"p{q:g}": f"p{q:g} every request (ms)" for q in tail.PERCENTILES}
-P99_CI = ["p99 ci95 low (ms)", "p99 ci95 high (ms)"]
 WITHIN = "Within budget"
 # A level keeps the budget where its p99 does and the server kept up: answered at least this
 # share of the rate the requests were sent at (a backlog grows otherwise)
 SUSTAINED = 0.95
-RATE_COLUMNS = ["Batch", "Distribution", OFFERED, SENT, ACHIEVED, THROUGHPUT, REQUESTS, SECONDS,
-                *EVERY.values(), *P99_CI, WITHIN, *LATENCY_COLUMNS, SHARED_MEMORY, SERVED_BY,
-                STABLE, WINDOW_SPREAD]
+RATE_COLUMNS = ["Batch", "Distribution", OFFERED, SENT, ACHIEVED, THROUGHPUT, *TAIL_COLUMNS, WITHIN,
+                *LATENCY_COLUMNS, SHARED_MEMORY, SERVED_BY, STABLE, WINDOW_SPREAD]
 
 
 def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
@@ -74,7 +72,7 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
         with open(perf_log, "w") as log, \
                 warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
                               work) as (server, prov, data_json):
-            served = triton_config.served_by(triton_config.read(config_pbtxt))
+            served = prov["server"]["served_by"]
             perf_analyzer.warm_up(_windowed(spec, max(settings["rates"])), "rate", server,
                                   sweep, data_json, work, log)
 
@@ -126,12 +124,12 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     """One offered rate: perf_analyzer's row, every request's percentiles, the batches
     Triton formed meanwhile, and what else loaded the host."""
     export = work / f"export_r{row.rate:g}.json"
-    before = _executions_by_batch(server, row.model)
+    before = serving.executions_by_batch(server, row.model)
     windowed = _windowed(spec, row.rate)
     # a run's windows, the record run's and the export's writing, with room to spare
     timeout_s = spec["model"]["rate"].get("level_timeout_s") or 120 + 3 * spec["perf"][
         "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
-    with telemetry.Telemetry(prov["device"], server_pids=[server.pid]) as sampled, \
+    with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
             HostLoad(prov["device"]) as load:
         try:
             measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
@@ -142,15 +140,14 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
             return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
                      WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory},
                     {"offered": row.rate, "error": str(err), "host_load": load.result})
-    formed = {b: n - before.get(b, 0) for b, n in _executions_by_batch(server, row.model)
-              .items() if n - before.get(b, 0)}
+    formed = serving.formed_since(server, row.model, before)
     latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
     tails = tail.percentiles(latencies)
     sent, achieved = (len(latencies) - 1) / sending, len(latencies) / seconds
     level = {**measured, "Distribution": row.distribution, OFFERED: row.rate, SENT: sent,
-             ACHIEVED: achieved, THROUGHPUT: achieved * row.batch, REQUESTS: len(latencies),
-             SECONDS: seconds, **{EVERY[q]: t["value"] for q, t in tails.items()},
+             ACHIEVED: achieved, THROUGHPUT: achieved * row.batch, TAIL_REQUESTS: len(latencies),
+             TAIL_SECONDS: seconds, **{EVERY[q]: t["value"] for q, t in tails.items()},
              P99_CI[0]: tails["p99"]["ci95"][0], P99_CI[1]: tails["p99"]["ci95"][1],
              WITHIN: tails["p99"]["value"] <= budget and achieved >= SUSTAINED * sent}
     report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
@@ -164,20 +161,12 @@ def _drain(server, model: str, quiet_s: float = 2.0, limit_s: float = 300.0) -> 
     open-loop run leaves a backlog behind), at most `limit_s`."""
     last, still_since, start = None, time.monotonic(), time.monotonic()
     while time.monotonic() - start < limit_s:
-        count = sum(_executions_by_batch(server, model).values())
+        count = sum(serving.executions_by_batch(server, model).values())
         if count != last:
             last, still_since = count, time.monotonic()
         elif time.monotonic() - still_since >= quiet_s:
             return
         time.sleep(0.5)
-
-
-def _executions_by_batch(server, model: str) -> dict[int, int]:
-    """Triton's executions of `model` so far, by the batch size they ran at."""
-    with closing(httpclient.InferenceServerClient(server.http_url)) as client:
-        stats = client.get_inference_statistics(model)["model_stats"]
-    return {int(b["batch_size"]): int(b["compute_infer"]["count"])
-            for s in stats for b in s.get("batch_stats", [])}
 
 
 def _bisect(levels: list[dict], measure, steps: int) -> dict:
@@ -224,11 +213,6 @@ def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
     settings = run["model"]["rate"]
     result = json.loads(Path(rate_json).read_text())
     table = pd.read_csv(rate_csv)
-    formed = pd.DataFrame([{OFFERED: level["offered"],
-                            **{f"batch {b}": n for b, n in sorted(
-                                level.get("executions_by_batch", {}).items(),
-                                key=lambda i: int(i[0]))}}
-                           for level in result["levels"]]).fillna(0)
     shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
                                 ("avg latency (ms)", "p99 latency (ms)")])
     return (f"Open loop: requests of batch {settings['batch_size']} arriving at each offered "
@@ -241,4 +225,4 @@ def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
             f"Executions by the batch size Triton's dynamic batcher formed (preferred sizes "
             f"{run['model']['triton']['preferred_batch_sizes']}, queue delay "
             f"{run['model']['triton']['max_queue_delay_us']} µs):\n\n"
-            f"{markdown_table(formed.astype({c: int for c in formed if c != OFFERED}))}\n")
+            f"{batches_formed(result['levels'], 'offered', OFFERED)}\n")

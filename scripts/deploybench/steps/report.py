@@ -14,6 +14,7 @@ from ..backends import export_precision
 from ..cluster import CPU_KEY
 from ..config import online_refusal, serves_online
 from ..host_load import CONTENDED_CORES
+from ..scenarios import own_server_refusal
 from ..tables import (
     COMPONENT_SUM,
     DEVICE_THROUGHPUT,
@@ -29,7 +30,7 @@ from ..tables import (
     reference_rows,
     reference_series,
 )
-from .markdown import markdown_table
+from .markdown import batches_formed, markdown_table
 from .plots import frontier_plot
 from .rate import rate_section
 
@@ -124,16 +125,54 @@ def _online_section(run: dict, files: dict, rel: dict) -> str:
             f"![Latency vs concurrency]({rel['online_latency']})\n\n"
             + unstable_note(read_perf(files["online"]), run["perf"])
             + markdown_table(measured_columns(read_perf(files["online"])))
-            + _tail(json.loads(Path(files["online_json"]).read_text())))
+            + _tail(json.loads(Path(files["online_json"]).read_text()), rel.get("online_tail")))
 
 
-def _tail(report: dict) -> str:
-    """Every request's percentiles of each level (deploybench.tail), where measured."""
-    if not report.get("tail"):
-        return ""
-    return ("\n\nEvery request's latency of the windows perf_analyzer kept (its profile "
-            "export), with 95 % bootstrap intervals:\n\n"
-            + markdown_table(tail.table(report["tail"], ("Concurrency",))))
+def _tail(report: dict, plot: str | None) -> str:
+    """Every request's percentiles of each level (deploybench.tail) and the batches
+    Triton formed, where measured."""
+    text = ""
+    if report.get("tail"):
+        text += ("\n\nEvery request's latency of the windows perf_analyzer kept (its profile "
+                 "export), with 95 % bootstrap intervals:\n\n"
+                 + markdown_table(tail.table(report["tail"], ("Concurrency",))))
+    if report.get("batches_formed"):
+        text += ("\n\nExecutions by the batch size Triton's dynamic batcher formed at each "
+                 "level (its statistics over the level's run):\n\n"
+                 + batches_formed(report["batches_formed"], "Concurrency", "Concurrency"))
+    if text and plot:
+        text += f"\n\n![Latency distribution and batches formed]({plot})"
+    return text
+
+
+def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
+    """Served against native on the same device, or why there is no native figure."""
+    if "native" not in files:
+        return f"Not measured: {own_server_refusal(run, 'native')}."
+    return f"""The same converted model, runner, batch sizes and precision in-process on the same
+device (`native.csv`), against the offline scenario through Triton: system shared memory
+against the runner with host arrays in and out, CUDA shared memory against it with the
+tensors already on the device (its compute limit).
+
+{served_vs_native_table(files["offline"], files["native"])}
+
+{markdown_table(measured_columns(pd.read_csv(files["native"])))}
+
+First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
+{_first_calls(native_json)}"""
+
+
+def _floor_section(run: dict, floor: Path | list) -> str:
+    """What an identity model costs on the same server, or why it was not measured."""
+    if not floor:
+        return f"Not measured: {own_server_refusal(run, 'floor')}."
+    table = read_perf(floor)
+    return f"""The same server, scenario and data path with a model that returns zeros at no cost
+(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
+stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
+themselves, apart from the model's compute.
+
+{unstable_note(table, run["perf"])}{markdown_table(measured_columns(table))}"""
 
 
 def _perf_settings(ran: dict) -> str:
@@ -164,22 +203,24 @@ def _deployments(offline_report: dict, online_report: dict) -> str:
 def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
                          online: Path | list, offline_json: Path, online_json: Path | list,
                          offline_throughput: Path, offline_latency: Path,
-                         online_latency: Path | list, native: Path, native_json: Path,
-                         floor: Path, weights: Path, out: Path, rate: Path | list = (),
+                         online_latency: Path | list, native: Path | list,
+                         native_json: Path | list, floor: Path | list, weights: Path, out: Path,
+                         online_tail: Path | list = (), rate: Path | list = (),
                          rate_json: Path | list = (), rate_latency: Path | list = ()) -> None:
     """One configuration's README: its settings, tables, plots and provenance (plots by
     relative links). The online files are empty lists for a configuration without an
-    online scenario (config.serves_online)."""
+    online scenario (config.serves_online), native's and the floor's on a server the
+    pipeline does not start (server.kind remote)."""
     run = spec["run"]
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
-             "native": native, "offline_throughput": offline_throughput,
+             **({"native": native} if native else {}), "offline_throughput": offline_throughput,
              "offline_latency": offline_latency,
              "weights_origin": source_model.weights_origin(weights),
              "dataset": spec["dataset"]}
     measured_online = serves_online(run)
     if measured_online:
         files |= {"online": online, "online_latency": online_latency,
-                  "online_json": online_json}
+                  "online_tail": online_tail, "online_json": online_json}
     model, key = run["model"], run["key"]
     offline_report = json.loads(Path(offline_json).read_text())
     online_report = json.loads(Path(online_json).read_text()) if measured_online else {}
@@ -212,9 +253,11 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
         ("Config hash", prov["config_hash"]),
     ]
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
-           if k in ("offline_throughput", "offline_latency", "online_latency")}
+           if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
+           and v}
     online_section = _online_section(run, files, rel)
-    offline_table, floor_table = read_perf(files["offline"]), read_perf(floor)
+    offline_table = read_perf(files["offline"])
+    native_report = json.loads(Path(native_json).read_text()) if native_json else {}
     text = f"""# {title}
 
 Built by the deploybench pipeline: export → conversion → conversion check → Triton model
@@ -246,26 +289,11 @@ which a torch runner takes without a host copy. `avg latency (ms)` is perf_analy
 
 ## Serving overhead: Triton vs native
 
-The same converted model, runner, batch sizes and precision in-process on the same
-device (`native.csv`), against the offline scenario through Triton: system shared memory
-against the runner with host arrays in and out, CUDA shared memory against it with the
-tensors already on the device (its compute limit).
-
-{served_vs_native_table(files["offline"], files["native"])}
-
-{markdown_table(measured_columns(pd.read_csv(files["native"])))}
-
-First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
-{_first_calls(native_json)}
+{_native_section(run, files, native_json)}
 
 ## Triton's own cost: an identity model
 
-The same server, scenario and data path with a model that returns zeros at no cost
-(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
-stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
-themselves, apart from the model's compute.
-
-{unstable_note(floor_table, run["perf"])}{markdown_table(measured_columns(floor_table))}
+{_floor_section(run, floor)}
 
 {_cache_section(run, offline_report, online_report)}## Online scenario
 
@@ -273,11 +301,11 @@ themselves, apart from the model's compute.
 
 {_rate(run, rate, rate_json, rate_latency, out)}{_noise(offline_report, online_report)}## Host load
 
-{_host_load(offline_report, online_report, json.loads(Path(native_json).read_text()))}
+{_host_load(offline_report, online_report, native_report)}
 
 ## Telemetry
 
-{_telemetry(files, offline_report, online_report, json.loads(Path(native_json).read_text()))}
+{_telemetry(files, offline_report, online_report, native_report)}
 
 ## Provenance
 
@@ -694,6 +722,8 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
                                                   folder / "native.csv"))
         except provenance.DifferentDevices:  # the configuration's report says why
             ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
+        except FileNotFoundError:  # measured on a remote server: no native figure
+            ratio = {"served/native": None, SHARED_MEMORY: "(no native: remote server)"}
         rows.append({
             "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
             "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),

@@ -28,38 +28,40 @@ def _request(model: dict, arrays: list[np.ndarray], served: list[str] | None,
 
 def infer_all(url: str, run: dict, inputs: list[np.ndarray], batch_size: int,
               served: list[str] | None = None, name: str | None = None,
-              encode=None) -> list:
-    """Outputs of the served model `name` (default the model key) over `inputs` (gRPC at
-    `url`), batch by batch; only the inputs named in `served` (all when None) are sent,
-    each batch as `encode` makes its request (_request)."""
+              encode=None, version: str = "") -> list:
+    """Outputs of the served model `name` (default the model key) at `version` ("": the
+    latest) over `inputs` (gRPC at `url`), batch by batch; only the inputs named in
+    `served` (all when None) are sent, each batch as `encode` makes its request
+    (_request)."""
     model = run["model"]
     wanted = [grpcclient.InferRequestedOutput(t["name"]) for t in model["outputs"]]
     with closing(grpcclient.InferenceServerClient(url)) as client:
 
         def infer(arrays):
             result = client.infer(name or run["key"]["model"],
-                                  _request(model, arrays, served, encode), outputs=wanted)
+                                  _request(model, arrays, served, encode), version,
+                                  outputs=wanted)
             return [result.as_numpy(t["name"]) for t in model["outputs"]]
 
         return batched(infer, inputs, batch_size)
 
 
 def send_all(url: str, run: dict, batches, served: list[str] | None = None,
-             name: str | None = None, encode=None) -> int:
+             name: str | None = None, encode=None, version: str = "") -> int:
     """Each batch of `batches` (lists of the model's input arrays) sent in turn to the
     model `name` (default the model key), the outputs discarded; returns the count."""
     sent = 0
     with closing(grpcclient.InferenceServerClient(url)) as client:
         for arrays in batches:
             client.infer(name or run["key"]["model"],
-                         _request(run["model"], arrays, served, encode))
+                         _request(run["model"], arrays, served, encode), version)
             sent += 1
     return sent
 
 
 def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
             concurrency: int, rounds: int = 2, timeout_s: float = 600.0,
-            name: str | None = None, encode=None) -> None:
+            name: str | None = None, encode=None, version: str = "") -> None:
     """`rounds` rounds of `concurrency` requests at once (of the batch `inputs` hold) to
     the model `name` (default the model key), so that every model instance runs, compiles
     or captures for that batch size before a measurement does."""
@@ -69,7 +71,7 @@ def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
         for _ in range(rounds):
             for _ in range(concurrency):
                 client.async_infer(name or run["key"]["model"], tensors,
-                                   lambda result, error: done.put(error))
+                                   lambda result, error: done.put(error), model_version=version)
             for _ in range(concurrency):
                 error = done.get(timeout=timeout_s)
                 if error is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -34,6 +35,7 @@ from ..tables import (
     THROUGHPUT,
     WINDOW_SPREAD,
 )
+from ..tail import KEPT_WINDOWS
 from ..tensors import numpy_dtype
 
 # perf_analyzer's CSV columns (microseconds), as the reference tables' (milliseconds).
@@ -90,11 +92,14 @@ class Row(NamedTuple):
 
 def window(run: dict, scenario: str) -> tuple[str, int, int]:
     """The scenario's measurement mode, interval (ms) and request count: the model's
-    scenario settings over the run's perf settings."""
+    scenario settings over the run's perf settings. Online, whose every request's tail is
+    read, counts at least perf.min_requests over the three windows perf_analyzer keeps."""
     settings, perf = run["model"][scenario], run["perf"]
+    count = settings["measurement_request_count"]
+    if scenario == "online":
+        count = max(count, math.ceil(perf.get("min_requests", 0) / KEPT_WINDOWS))
     return (settings.get("measurement_mode", perf["measurement_mode"]),
-            settings.get("measurement_interval_ms", perf["measurement_interval_ms"]),
-            settings["measurement_request_count"])
+            settings.get("measurement_interval_ms", perf["measurement_interval_ms"]), count)
 
 
 def protocol(run: dict, scenario: str) -> str:
@@ -120,7 +125,9 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
         request_count *= longer
     via = protocol(run, scenario)
     cmd = [
-        str(server.install.perf_analyzer), "-m", row.model or run["key"]["model"], "-x", "1",
+        str(server.install.perf_analyzer),
+        "-m", server.served_name(row.model or run["key"]["model"]),
+        *(["-x", server.version] if server.version else []),
         "-b", "1" if row.shapes else str(batch),
         *(f"--shape={name}:{','.join(map(str, dims))}" for name, dims in row.shapes),
         # open loop: requests sent on schedule, never waiting for an answer (a backlog
@@ -174,10 +181,12 @@ def window_spread(stdout: str) -> float:
 
 
 def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
-            log, export: Path | None = None, timeout_s: float | None = None) -> dict:
+            log, export: Path | None = None, timeout_s: float | None = None,
+            scale: int = 1) -> dict:
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
     cannot stabilise; then, with perf.on_unstable: record, measured once more over three
-    windows of the last attempt's length and kept, flagged unstable."""
+    windows of the last attempt's length and kept, flagged unstable. `scale`: windows that
+    many times as long."""
     batch, concurrency = row.batch, row.concurrency
     csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_r{row.rate:g}_{row.shared_memory}.csv"
     perf = run["perf"]
@@ -185,7 +194,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
 
     def attempt(number: int, stability: float | None = None):
         server.ensure_alive()  # a dead server is reported as such, never retried
-        cmd = command(run, scenario, server, row, data_json, csv_path, number,
+        cmd = command(run, scenario, server, row, data_json, csv_path, number, scale,
                       stability=stability, export=export)
         csv_path.unlink(missing_ok=True)
         log.write(f"$ {' '.join(cmd)}\n")
@@ -261,8 +270,11 @@ def sweep(run: dict, scenario: str) -> list[Row]:
     that measures it (deploybench.deployments)."""
     settings = run["model"][scenario]
     if scenario == "offline":
+        # a remote server shares no memory with this host: everything in the requests
+        modes = (["none"] if run["server"]["kind"] == "remote"
+                 else shared_memory_modes(settings))
         return [Row(b, 1, mode, deployments.for_scenario(run, scenario, b).name)
-                for mode in shared_memory_modes(settings) for b in settings["batch_sizes"]]
+                for mode in modes for b in settings["batch_sizes"]]
     batch = settings["batch_size"]
     model = deployments.for_scenario(run, scenario, batch).name
     return [Row(batch, c, "none", model) for c in settings["concurrency"]]

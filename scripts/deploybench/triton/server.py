@@ -182,6 +182,18 @@ class TritonServer:
         return None if self._proc is None else self._proc.pid
 
     @property
+    def pids(self) -> list[int | None]:
+        """The process trees that serve (deploybench.telemetry samples them)."""
+        return [self.pid]
+
+    # The model version every request names (the pipeline's repositories hold version 1)
+    version = "1"
+
+    def served_name(self, name: str) -> str:
+        """The model to send to for the deployment `name`: that one (the repository is ours)."""
+        return name
+
+    @property
     def admin_headers(self) -> dict[str, str]:
         """What the pipeline's own HTTP client sends to the restricted APIs."""
         return {ADMIN_HEADER: self.admin_key}
