@@ -115,6 +115,30 @@ def test_the_report_shows_the_rate_section_and_its_plot(rated):
         assert image.width > 500
 
 
+def test_a_level_that_does_not_finish_in_time_counts_as_beyond_the_budget(rated, tmp_path):
+    """A level perf_analyzer does not finish within rate.level_timeout_s is killed and kept
+    as beyond the budget (the server drained before the next one), with its host load:
+    the step goes on and writes the table, never losing the other levels."""
+    work = tmp_path / "work"
+    shutil.copytree(rated, work, symlinks=True)
+    tiny = yaml.safe_load((work / "models/tft-tiny.yaml").read_text())
+    # windows of 2.5 s at 20 requests/s: no level finishes in one second
+    (work / "models/tft-tiny.yaml").write_text(yaml.safe_dump(
+        {**tiny, "rate": {**RATE, "rates": [20, 40], "level_timeout_s": 1}}))
+    extra = work / "killed.yaml"
+    extra.write_text(yaml.safe_dump({"models_dir": str(work / "models"),
+                                     "perf_overrides": {"cpu": {"attempts": 1,
+                                                                "max_trials": 3}}}))
+    snakemake(work, f"{RUN}/rate.csv", "--configfile", str(TINY), str(extra))
+    table = pd.read_csv(work / RUN / "rate.csv")
+    assert list(table[rate_step.OFFERED]) == [20, 40]
+    assert not table[rate_step.WITHIN].any() and table[rate_step.ACHIEVED].isna().all()
+    result = json.loads((work / RUN / "rate.json").read_text())
+    assert all("within 1 s" in level["error"] and "host_load" in level
+               for level in result["levels"]), result["levels"]
+    assert result["max_rate_within_budget"]["rate"] is None
+
+
 def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypatch):
     """An export in perf_analyzer's layout with five windows, the first two slow (it was
     settling): only the last three windows' requests count, read alike in chunks that cut

@@ -129,17 +129,20 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     # a run's windows, the record run's and the export's writing, with room to spare
     timeout_s = spec["model"]["rate"].get("level_timeout_s") or 120 + 3 * spec["perf"][
         "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
+    killed = None
     with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
             HostLoad(prov["device"]) as load:
         try:
             measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
                                              log, export=export, timeout_s=timeout_s)
         except perf_analyzer.PerfTimeout as err:  # beyond what the server can answer
-            _drain(server, row.model)
-            export.unlink(missing_ok=True)
-            return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
-                     WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory},
-                    {"offered": row.rate, "error": str(err), "host_load": load.result})
+            killed = str(err)
+    if killed:  # the host load's result exists once its block has ended
+        _drain(server, row.model)
+        export.unlink(missing_ok=True)
+        return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
+                 WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory},
+                {"offered": row.rate, "error": killed, "host_load": load.result})
     formed = serving.formed_since(server, row.model, before)
     latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
