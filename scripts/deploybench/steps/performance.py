@@ -228,20 +228,35 @@ def _tail(spec: dict, server, row, data_json: Path, work: Path, log, export: Pat
           runs: list) -> dict:
     """An online level's every-request tail (deploybench.tail). Where its kept windows held
     fewer than perf.min_requests requests or spanned less than perf.min_duration_s, the
-    level is measured again with windows as many times longer as it fell short, a quarter
-    more (up to LENGTHENINGS times), and that run replaces it in `runs`: the row and its
-    tail are one run's."""
-    found, scale, perf = tail.summary(export), 1, spec["perf"]
+    level is measured again with longer windows (up to LENGTHENINGS times), and that run
+    replaces it in `runs`: the row and its tail are one run's."""
+    found, scale = tail.summary(export), 1
     for _ in range(LENGTHENINGS):
-        short = max(perf.get("min_requests", 0) / found["requests"],
-                    perf.get("min_duration_s", 0) / max(found["seconds"], 1e-9))
-        if short <= 1:
+        longer = _lengthened(spec, found, scale)
+        if not longer:
             break
-        scale = math.ceil(1.25 * short * scale)
+        scale = longer
         runs[:] = [perf_analyzer.measure(spec, "online", server, row, data_json, work, log,
                                          export=export, scale=scale)]
         found = tail.summary(export)
     return found | ({"windows_lengthened": scale} if scale > 1 else {})
+
+
+def _lengthened(spec: dict, found: dict, scale: int) -> int:
+    """The window scale that gives the kept windows perf.min_requests requests and
+    perf.min_duration_s seconds at the rate `found` measured, a quarter more (0: they
+    have them). Time windows grow with the scale; count windows by their count, since
+    perf_analyzer measures one for a second at least whatever it counts."""
+    perf = spec["perf"]
+    need_requests, need_s = perf.get("min_requests", 0), perf.get("min_duration_s", 0)
+    if found["requests"] >= need_requests and found["seconds"] >= need_s:
+        return 0
+    rate = found["requests"] / max(found["seconds"], 1e-9)
+    wanted = 1.25 * max(need_requests, rate * need_s)  # requests over the kept windows
+    mode, _, count = perf_analyzer.window(spec, "online")
+    if mode == "time_windows":
+        return max(scale + 1, math.ceil(scale * wanted / found["requests"]))
+    return max(scale + 1, math.ceil(wanted / tail.KEPT_WINDOWS / count))
 
 
 def tail_columns(tails: list[dict], index) -> pd.DataFrame:
