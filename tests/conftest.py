@@ -217,9 +217,12 @@ def check_measurements(run: Path, config: dict, online: bool = True,
                 table["Concurrency"].max()), command
             if mode == "time_windows":
                 assert flag(command, "-p") == str(interval * windows), command
-            else:
+            else:  # online's count: a third of perf.min_requests at least
+                count = settings["measurement_request_count"]
+                if scenario == "online":
+                    count = max(count, -(-perf.get("min_requests", 0) // 3))
                 assert flag(command, "--measurement-request-count") == str(
-                    settings["measurement_request_count"] * windows), command
+                    count * windows), command
 
     native = pd.read_csv(run / "native.csv")
     assert list(native["Batch"]) == config["offline"]["batch_sizes"]

@@ -137,7 +137,8 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
         expected = offline[offline["Batch"] == 1]["avg latency (ms)"].iloc[0] / (
             native[native["Batch"] == 1]["median latency (ms)"].iloc[0]
             + own[own["Batch"] == 1]["avg latency (ms)"].iloc[0] + 0.1)
-        assert float(bound) == pytest.approx(expected, rel=5e-3)
+        # printed to 3 digits (up to 0.48 % off near 1.05) from the CSVs' 4-decimal figures
+        assert float(bound) == pytest.approx(expected, rel=1e-2)
     assert "deploybench: served/native at max batch >= 0.90:" in result.stdout
     assert "python: served/native at max batch >= 0.90:" in result.stdout
 

@@ -127,7 +127,8 @@ def test_a_retried_command_doubles_the_request_count():
            "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 5000,
                     "stability_percentage": 10, "max_trials": 10}}
     server = SimpleNamespace(install=SimpleNamespace(perf_analyzer="perf_analyzer"),
-                             http_url="127.0.0.1:8000")
+                             http_url="127.0.0.1:8000", version="1",
+                             served_name=lambda name: name)
     counts = []
     for attempt in (1, 2, 3):
         cmd = perf_analyzer.command(run, "online", server, perf_analyzer.Row(1, 4, "none"),
