@@ -14,6 +14,7 @@ import yaml
 
 from conftest import ROOT, TINY, snakemake
 from deploybench.steps import rate as rate_step
+from deploybench.tables import TAIL_REQUESTS
 from deploybench.triton import config as triton_config
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +45,7 @@ def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
     table = pd.read_csv(rated / RUN / "rate.csv")
     assert set(table["Distribution"]) == {"poisson"}
     kept_up = table[table[rate_step.OFFERED] <= 100]
-    assert (kept_up[rate_step.TAIL_REQUESTS] >= RATE["min_requests"]).all(), kept_up
+    assert (kept_up[TAIL_REQUESTS] >= RATE["min_requests"]).all(), kept_up
     # what was answered is what arrived; what arrived, a Poisson draw of the offered rate
     # (150-200 requests: within about three standard deviations)
     answered = kept_up[rate_step.ACHIEVED] / kept_up[rate_step.SENT]

@@ -45,6 +45,14 @@ EVERY = {f"p{q:g}": f"p{q:g} every request (ms)" for q in PERCENTILES}
 P99_CI = ["p99 ci95 low (ms)", "p99 ci95 high (ms)"]
 TAIL_COLUMNS = [TAIL_REQUESTS, TAIL_SECONDS, *EVERY.values(), *P99_CI]
 
+
+def tail_row(requests: int, seconds: float, percentiles_ms: dict) -> dict:
+    """A level's TAIL_COLUMNS: its requests, their span and tail.percentiles' figures."""
+    return {TAIL_REQUESTS: requests, TAIL_SECONDS: seconds,
+            **{EVERY[q]: v["value"] for q, v in percentiles_ms.items()},
+            P99_CI[0]: percentiles_ms["p99"]["ci95"][0],
+            P99_CI[1]: percentiles_ms["p99"]["ci95"][1]}
+
 # native.csv: host arrays in and out (what the python backend's runner does), and for a
 # torch runner on a GPU the same with inputs and outputs already on the device
 DEVICE_THROUGHPUT = f"device-resident {THROUGHPUT}"

@@ -26,15 +26,12 @@ from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
 from ..tables import (
-    EVERY,
-    P99_CI,
     SERVED_BY,
     SHARED_MEMORY,
     TAIL_COLUMNS,
-    TAIL_REQUESTS,
-    TAIL_SECONDS,
     THROUGHPUT,
     require_accurate,
+    tail_row,
 )
 from ..tensors import numpy_dtype
 from ..triton import config as triton_config
@@ -262,10 +259,7 @@ def _lengthened(spec: dict, found: dict, scale: int) -> int:
 def tail_columns(tails: list[dict], index) -> pd.DataFrame:
     """The levels' tails (tail.summary, in the table's row order) as online.csv's columns
     beside perf_analyzer's: requests, seconds, every percentile and p99's interval."""
-    rows = [{TAIL_REQUESTS: t["requests"], TAIL_SECONDS: t["seconds"],
-             **{EVERY[q]: v["value"] for q, v in t["percentiles_ms"].items()},
-             P99_CI[0]: t["percentiles_ms"]["p99"]["ci95"][0],
-             P99_CI[1]: t["percentiles_ms"]["p99"]["ci95"][1]} for t in tails]
+    rows = [tail_row(t["requests"], t["seconds"], t["percentiles_ms"]) for t in tails]
     return pd.DataFrame(rows, columns=TAIL_COLUMNS, index=index)
 
 

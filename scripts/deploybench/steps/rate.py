@@ -29,11 +29,10 @@ from ..tables import (
     SHARED_MEMORY,
     STABLE,
     TAIL_COLUMNS,
-    TAIL_REQUESTS,
-    TAIL_SECONDS,
     THROUGHPUT,
     WINDOW_SPREAD,
     require_accurate,
+    tail_row,
 )
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
@@ -149,9 +148,8 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     tails = tail.percentiles(latencies)
     sent, achieved = (len(latencies) - 1) / sending, len(latencies) / seconds
     level = {**measured, "Distribution": row.distribution, OFFERED: row.rate, SENT: sent,
-             ACHIEVED: achieved, THROUGHPUT: achieved * row.batch, TAIL_REQUESTS: len(latencies),
-             TAIL_SECONDS: seconds, **{EVERY[q]: t["value"] for q, t in tails.items()},
-             P99_CI[0]: tails["p99"]["ci95"][0], P99_CI[1]: tails["p99"]["ci95"][1],
+             ACHIEVED: achieved, THROUGHPUT: achieved * row.batch,
+             **tail_row(len(latencies), seconds, tails),
              WITHIN: tails["p99"]["value"] <= budget and achieved >= SUSTAINED * sent}
     report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
               "percentiles_ms": tails, "executions_by_batch": formed,
