@@ -2,6 +2,7 @@
 #   snakemake -c2 results/tft/cpu/onnx_fp32/offline.csv
 # Rules wire files (paths from deploybench.layout); every rule's step is the function of
 # deploybench.steps named as the rule, run by scripts/run_step.py.
+import atexit
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
@@ -44,6 +45,16 @@ rule all:
     default_target: True
     input:
         default_targets(),
+
+
+# The run's last lines: the reports it was asked for and the HTML report's command (printed
+# at exit, after Snakemake's own closing lines).
+onsuccess:
+    atexit.register(print, run_summary())
+
+
+onerror:
+    atexit.register(print, run_summary(failed=True))
 
 
 # `snakemake seeds`: every published table of the reference documents, re-created by the

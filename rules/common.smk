@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from deploybench import baseline, layout
+from deploybench import baseline, built, layout
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
@@ -306,6 +306,20 @@ def default_targets():
         for m in models
         for page in (layout.MODEL_PAGE, layout.MODEL_COMPARISON_PAGE)
     ]
+
+
+def run_summary(failed=False):
+    """The lines a run ends with (deploybench.built): the reports of its targets (the
+    default target's, `seeds`', or the files named), and the HTML report's command with
+    the run's configuration files and targets."""
+    named = sorted(workflow.dag_settings.targets)
+    targets = [t for t in named if not workflow.is_rule(t)]
+    if not named or "all" in named:
+        targets += default_targets()
+    if "seeds" in named:
+        targets += seed_targets()
+    args = [a for f in workflow.config_settings.configfiles for a in ("--configfile", str(f))]
+    return built.summary(targets, Path.cwd(), args + named, failed)
 
 
 def seed_targets():

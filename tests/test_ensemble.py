@@ -348,6 +348,7 @@ def served_ensemble(tmp_path_factory):
     return work
 
 
+@pytest.mark.e2e
 def test_served_ensemble_takes_the_flattened_interface(served_ensemble):
     repo = served_ensemble / ENSEMBLE_RUN / "model_repository"
     top = triton_config.read(repo / "dlrm-tiny/config.pbtxt")
@@ -359,6 +360,7 @@ def test_served_ensemble_takes_the_flattened_interface(served_ensemble):
         assert triton_config.read(repo / part / "config.pbtxt").max_batch_size == 0
 
 
+@pytest.mark.e2e
 def test_served_ensemble_predicts_as_the_source_model(served_ensemble):
     run = served_ensemble / ENSEMBLE_RUN
     check = pd.read_csv(run / "conversion_check.csv")  # the in-process runner's request
@@ -371,6 +373,7 @@ def test_served_ensemble_predicts_as_the_source_model(served_ensemble):
     assert cache["lookups"] == 26 * report["samples"] and 0 < cache["hit_rate"] < 1
 
 
+@pytest.mark.e2e
 def test_offline_sends_one_request_a_batch_and_counts_its_samples(served_ensemble):
     from conftest import check_littles_law, flag, perf_commands
 

@@ -10,7 +10,6 @@ times (one per job and per setting of a job), so treat a returned run as read-on
 
 from __future__ import annotations
 
-import copy
 import os
 from functools import cache, cached_property, reduce
 from pathlib import Path
@@ -27,7 +26,6 @@ from .backends import (
     PRECISIONS,
     is_ensemble,
 )
-from .tables import published_gpus, reference_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -119,14 +117,29 @@ def check_main(config: dict) -> None:
         raise ConfigError(refused)
 
 
+def _copied(value):
+    """A copy of parsed YAML (dicts, lists, scalars): copy.deepcopy's memo and dispatch
+    made a third of planning one configuration (every key's settings are merged)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    return value
+
+
 def deep_merge(base: dict, override: dict) -> dict:
-    merged = copy.deepcopy(base)
+    """`override` over a copy of `base`: nested dicts merged, anything else replaced whole."""
+    merged = _copied(base)
+    _merge_into(merged, override)
+    return merged
+
+
+def _merge_into(merged: dict, override: dict) -> None:
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+            _merge_into(merged[key], value)
         else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+            merged[key] = _copied(value)
 
 
 def _extended(key: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
@@ -306,6 +319,8 @@ class Settings:
             if not reference:
                 continue
             pairs = reference.get("pairs", {})
+            from .tables import published_gpus, reference_rows  # pandas: not when planning
+
             rows = reference_rows(Path(reference["path"]), reference["document"],
                                   reference.get("where", {}))
             for name, gpus in published_gpus(rows).items():

@@ -35,7 +35,8 @@ def load(name: str) -> ModuleType:
             raise
         raise ModuleNotFoundError(
             f"model plug-in '{name}' needs the '{err.name}' package, which is not installed "
-            f"here: pip install -e '.[{EXTRAS[err.name]}]'", name=err.name) from err
+            f"here: bash scripts/setup.sh {EXTRAS[err.name]} (or pip install -e "
+            f"'.[{EXTRAS[err.name]}]')", name=err.name) from err
     missing = [f for f in REQUIRED if not hasattr(module, f)]
     if missing:
         raise TypeError(f"model plug-in '{name}' lacks {', '.join(missing)}")
