@@ -27,6 +27,10 @@ def test_smoke_run_prints_consistent_job_counts():
     # perf data, and one export per format its configurations use
     assert full > 10 * configurations
     assert rows["nothing changed"][0] == 0
+    # one configuration's offline.csv from nothing: its model's source and export, then
+    # convert, conversion_check, model_repository, accuracy, offline
+    one_jobs, one_s = rows["one configuration (results/tft-tiny/cpu/onnx_fp32/offline.csv)"]
+    assert one_jobs == 10 and one_s > 0
     # a changed online sweep re-runs online, plots and the report of every configuration
     assert rows["tft-tiny: online concurrency list"][0] == 3 * configurations
     assert rows["tft-tiny: weights seed"][0] == full  # the only model: everything

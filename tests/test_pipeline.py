@@ -36,7 +36,8 @@ RUN = "results/tft-tiny/cpu/onnx_fp32"
 def built(tmp_path_factory):
     """One full default build of the tiny configuration (onnx, fp32, cpu)."""
     work = tmp_path_factory.mktemp("pipeline")
-    (work / "terminal.txt").write_text(snakemake(work).stderr)  # what the user saw
+    result = snakemake(work)
+    (work / "terminal.txt").write_text(result.stderr + result.stdout)  # what the user saw
     return work
 
 
@@ -112,6 +113,15 @@ def test_full_build_produces_every_artifact(built, settings):
     terminal = (built / "terminal.txt").read_text()
     assert "offline (tft-tiny): 1/2 (batch 1, concurrency 1, system shared memory)" in terminal
     assert "online (tft-tiny): 2/2 (batch 1, concurrency 2, none shared memory)" in terminal
+    # ... and the run ends naming the reports it built and the HTML report's command
+    assert terminal.strip().splitlines()[-6:] == [
+        "deploybench: 2 of 2 reports asked for are built",
+        "  Model reports (every configuration compared):",
+        "    results/tft-tiny/README.md",
+        "  Configuration reports:",
+        f"    {RUN}/README.md",
+        "  The HTML report of what is built (plots, tables, provenance): snakemake --report "
+        f"report.html --configfile {TINY}"], terminal[-2000:]
 
 
 def check_telemetry(run: Path) -> None:
@@ -458,6 +468,23 @@ def test_html_report_of_named_targets_lists_what_their_jobs_made(built, tmp_path
             "online.csv", "plots/offline_latency.png", "plots/offline_throughput.png",
             "plots/online_latency.png", "plots/online_tail.png")),
         key=lambda path: Path(path).name)}}
+
+
+def test_html_report_of_a_partly_built_workflow_shows_what_was_built(built, tmp_path):
+    """`snakemake --report` while a default target is not built yet (a configuration added
+    to the targets): a report of what exists, where Snakemake alone refuses the DAG."""
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump({"targets": [
+        {"model": "tft-tiny", "gpu": "cpu", "backend": b, "precision": "fp32"}
+        for b in ("onnx", "ts-script")]}))
+    report = tmp_path / "partial.html"
+    snakemake(built, "--configfile", str(TINY), str(more), "--report", str(report))
+    listed = json.loads(re.search(r'<script id="categories">\s*var categories = (.*);\n',
+                                  report.read_text()).group(1))
+    assert set(listed["tft-tiny"]) == {"cpu/onnx_fp32", "all configurations"}, listed
+    assert f"{RUN}/README.html" in listed["tft-tiny"]["cpu/onnx_fp32"]
+    assert "results/tft-tiny/README.html" in listed["tft-tiny"]["all configurations"]
+    assert not (built / "results/tft-tiny/cpu/ts-script_fp32").exists()  # nothing ran
 
 
 def test_second_run_has_nothing_to_do(built):
