@@ -22,7 +22,7 @@ import yaml
 from conftest import ROOT, TINY, check_littles_law, check_measurements, planned_jobs, snakemake
 from deploybench import layout, provenance
 from deploybench.config import deep_merge
-from deploybench.steps.report import served_vs_native, served_vs_native_table
+from deploybench.steps.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
@@ -412,6 +412,15 @@ def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chro
         assert len(widths) == images and all(width > 0 for width in widths), widths
         return readme
 
+    # the front page: each model's headline, a README two clicks away (its entry, its button)
+    front = page.locator("div.prose").first
+    headline = (built / "results/tft-tiny/headline.md").read_text()
+    assert "**cpu onnx_fp32**: offline " in headline and "- Fastest offline " in headline
+    assert headline.splitlines()[0][2:].replace("**", "") in front.inner_text()
+    front.get_by_role("link", name="cpu/onnx_fp32 README", exact=True).click()
+    page.locator("nav table a").first.click()
+    front_readme = page.locator("iframe").element_handle().content_frame()
+    assert "ONNX Runtime with FP32" in front_readme.inner_text("h1")
     page.get_by_role("link", name="Results", exact=True).click()  # (one model: one link)
     page.get_by_role("link", name="cpu/onnx_fp32", exact=True).click()
     plots = ("offline_latency", "offline_throughput", "online_latency", "online_tail")
