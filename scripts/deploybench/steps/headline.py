@@ -208,7 +208,9 @@ def model_lines(headlines: dict[str, dict]) -> str:
         measured = {label: f[scenario] for label, f in headlines.items() if f[scenario]}
         if measured:
             label = max(measured, key=lambda k: measured[k]["throughput"])
-            fastest.append(f"{scenario} **{label}** ({_inferences(measured[label])})")
+            peak = measured[label]
+            fastest.append(f"{scenario} **{label}** ({peak['throughput']:,.0f} inf/s"
+                           + (", host contended)" if peak["contended"] else ")"))
         else:
             fastest.append(f"{scenario} {NOT_MEASURED}")
     return "\n".join([*lines, "- Fastest " + "; fastest ".join(fastest)])
