@@ -90,6 +90,7 @@ rule model_report:
         configs=model_report_inputs,
     output:
         out=layout.MODEL_REPORT,
+        headline=layout.MODEL_HEADLINE,
         offline_frontier=reported(f"{layout.MODEL}/plots/offline_frontier.png"),
         online_frontier=reported(f"{layout.MODEL}/plots/online_frontier.png"),
     log:

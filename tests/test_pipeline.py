@@ -22,7 +22,7 @@ import yaml
 from conftest import ROOT, TINY, check_littles_law, check_measurements, planned_jobs, snakemake
 from deploybench import layout, provenance
 from deploybench.config import deep_merge
-from deploybench.steps.report import served_vs_native, served_vs_native_table
+from deploybench.steps.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
@@ -447,6 +447,16 @@ def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chro
                              "plot: online frontier"}
     shown("plot: online frontier", "online_frontier.png")
     framed("report: README", "TFT (tiny test configuration): results", images=2)
+    # the front page: each model's headline, a README two clicks away (its entry, its button)
+    page.goto(report.as_uri())
+    front = page.locator("div.prose").first
+    headline = (built / "results/tft-tiny/headline.md").read_text()
+    assert "**cpu onnx_fp32**: offline " in headline and "- Fastest offline " in headline
+    assert headline.splitlines()[0][2:].replace("**", "") in front.inner_text()
+    front.get_by_role("link", name="cpu/onnx_fp32 README", exact=True).click()
+    page.locator("nav table a").first.click()
+    front_readme = page.locator("iframe").element_handle().content_frame()
+    assert "ONNX Runtime with FP32" in front_readme.inner_text("h1")
     assert not errors, errors
 
     assert screenshot.startswith(b"\x89PNG\r\n\x1a\n")

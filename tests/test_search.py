@@ -366,7 +366,7 @@ def test_a_bad_search_stops_the_run_before_any_job(work, tmp_path):
 
 
 def test_the_model_report_lists_the_searches_on_disk(tmp_path):
-    from deploybench.steps.report import _search_peak, searches_table
+    from deploybench.steps.model_report import _search_peak, searches_table
 
     folder = tmp_path / "results/m/h100/aoti-cg_fp16/search"
     folder.mkdir(parents=True)

@@ -32,6 +32,9 @@ SOURCE = f"{MODEL}/source"
 EXPORT = f"{MODEL}/export"
 CONFIGURATION = f"{MODEL}/{{gpu}}/{{backend}}_{{precision}}"
 MODEL_REPORT = f"{MODEL}/README.md"
+# Its headline alone, Markdown and reStructuredText alike: the HTML report's front page
+# (report/workflow.rst) includes it
+MODEL_HEADLINE = f"{MODEL}/headline.md"
 CONFIGURATION_REPORT = "README.md"  # inside a configuration folder
 # Regression reports: a configuration's measurements against a baseline, and the model's
 COMPARISON = "compare.md"  # inside a configuration folder

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, baseline, layout
+from .. import atomic, baseline, host_load, layout
 from ..host_load import CONTENDED_CORES
 from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
+from .configuration_report import PERF_ANALYZER_STABILITY
 from .markdown import markdown_table
-from .report import PERF_ANALYZER_STABILITY
 
 LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],
          "online": ["Batch", "Concurrency", SHARED_MEMORY], "native": ["Batch"]}
@@ -52,29 +52,10 @@ def noise(report: dict, level: dict, value: float, stability: float | None = Non
     settings = report.get("perf_analyzer_settings", {})
     pct = float(settings.get("stability_percentage", stability or PERF_ANALYZER_STABILITY))
     for entry in report.get("repeats", []):
-        if _matches(entry, level) and value > 0:
+        if host_load.of_level(entry, level) and value > 0:
             low, high = entry["ci95"]
             pct = max(pct, (value - low) / value * 100, (high - value) / value * 100)
     return round(pct, 2)
-
-
-def _matches(entry: dict, level: dict) -> bool:
-    """Whether a JSON's per-level entry (repeats, host_load) is of this level."""
-    return all(_value(entry.get(k)) == _value(v) for k, v in level.items())
-
-
-def _value(value):
-    try:  # 4 and 4.0 alike
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def _contended(report: dict, level: dict) -> bool:
-    load = report.get("host_load")
-    if isinstance(load, dict):  # native: one for the whole run
-        return bool(load.get("contended"))
-    return any(_matches(entry, level) and entry.get("contended") for entry in load or [])
 
 
 def _read(scenario: str, csv: Path) -> pd.DataFrame:
@@ -150,7 +131,7 @@ def _verdict(name: str, row: pd.Series, level: dict, reports: list[dict], out: d
     sides = {"both": ("baseline", "current"), "left_only": ("baseline",),
              "right_only": ("current",)}[row["_merge"]]
     contended = ", ".join(side for side, report in zip(("baseline", "current"), reports)
-                          if side in sides and _contended(report, level))
+                          if side in sides and host_load.contended(report, level))
     if row["_merge"] != "both":
         for metric in METRICS[name]:
             for side, suffix in (("baseline", "base"), ("current", "now")):

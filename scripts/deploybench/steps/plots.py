@@ -6,6 +6,7 @@ published rows dashed."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -156,35 +157,67 @@ def online_latency_plot(csv: Path, title: str, latency_png: Path) -> None:
 
 # The latencies a frontier is drawn against, one panel each
 FRONTIER_LATENCIES = ("p99 latency (ms)", "avg latency (ms)")
+LEGEND_COLUMNS = 3
+
+
+def pareto_front(latency: pd.Series, throughput: pd.Series) -> pd.Series:
+    """Whether each point is on the Pareto front: no other point has at least its
+    throughput at no more latency, better in one of them. A sweep's dominated levels
+    (more latency for less throughput) are what made its line zig-zag."""
+    lat, thr = latency.to_numpy(), throughput.to_numpy()
+    dominated = [((lat <= lat[i]) & (thr >= thr[i]) & ((lat < lat[i]) | (thr > thr[i]))).any()
+                 for i in range(len(lat))]
+    return pd.Series([not d for d in dominated], index=latency.index)
 
 
 def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: str,
                   title: str, out: Path) -> None:
     """Throughput against latency, one row of panels per GPU key: `lines` are (GPU key,
-    label, published, rows in sweep order); published ones dashed. Each point is a batch
-    (offline) or a concurrency (online) of its line."""
+    label, published, rows). Each line joins its Pareto front (pareto_front: a level
+    faster for less latency) in latency order, published ones dashed; its dominated points
+    are small faint dots. Each point is a batch (offline) or a concurrency (online); the
+    legend of a row sits below it, titles are wrapped, so no text overlaps."""
     gpus = list(dict.fromkeys(gpu for gpu, *_ in lines)) or ["none"]
-    fig, axes = plt.subplots(len(gpus), len(FRONTIER_LATENCIES), squeeze=False,
-                             figsize=(11, 3.8 * len(gpus)))
+    fig = plt.figure(figsize=(11, 1 + sum(_row_height(lines, gpu) for gpu in gpus)),
+                     layout="constrained")
+    rows = fig.subfigures(len(gpus), 1, squeeze=False,
+                          height_ratios=[_row_height(lines, gpu) for gpu in gpus])[:, 0]
     colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
-    for row, gpu in zip(axes, gpus):
+    for subfig, gpu in zip(rows, gpus):
         panel = [line for line in lines if line[0] == gpu]
-        for ax, latency in zip(row, FRONTIER_LATENCIES):
-            for i, (_, label, published, rows) in enumerate(panel):
-                ax.plot(rows[latency], rows[THROUGHPUT], marker="o", markersize=3,
-                        linestyle="--" if published else "-", label=label,
-                        color=colors(i % 20))
+        axes = subfig.subplots(1, len(FRONTIER_LATENCIES))
+        handles = []
+        for ax, latency in zip(axes, FRONTIER_LATENCIES):
+            handles = []
+            for i, (_, label, published, rows_) in enumerate(panel):
+                front = pareto_front(rows_[latency], rows_[THROUGHPUT])
+                on = rows_[front].sort_values(latency)
+                color = colors(i % 20)
+                handles += ax.plot(on[latency], on[THROUGHPUT], marker="o", markersize=3,
+                                   linestyle="--" if published else "-", label=label,
+                                   color=color)
+                off = rows_[~front]
+                ax.plot(off[latency], off[THROUGHPUT], marker="o", markersize=2,
+                        linestyle="none", color=color, alpha=0.35)
             ax.set_xscale("log")  # latencies from a batch of one to a full online queue
-            ax.set(xlabel=latency, ylabel="Inferences/second",
-                   title=f"{gpu}, {scenario}: throughput vs {latency.split()[0]} latency")
+            ax.set(xlabel=latency, ylabel="Inferences/second")
+            ax.set_title(textwrap.fill(f"{gpu}, {scenario}: throughput vs "
+                                       f"{latency.split()[0]} latency", 45), fontsize="medium")
             ax.grid(alpha=0.3)
-        if row[0].get_lines():
-            row[-1].legend(handles=row[0].get_lines(), fontsize="x-small", loc="upper left",
-                           bbox_to_anchor=(1.02, 1))
+        if handles:
+            subfig.legend(handles=handles, loc="outside lower center", fontsize="x-small",
+                          ncol=LEGEND_COLUMNS)
     if not lines:
-        axes[0][0].text(0.5, 0.5, "no GPU or CPU measurements yet", ha="center")
-    fig.suptitle(title)
+        rows[0].axes[0].text(0.5, 0.5, "no GPU or CPU measurements yet", ha="center")
+    fig.suptitle(textwrap.fill(f"{title}: each line is its Pareto front (more throughput for "
+                               "less latency); faint dots: dominated points", 90))
     _save(fig, out)
+
+
+def _row_height(lines: list, gpu: str) -> float:
+    """A GPU row's height (inches): its panels and its legend below them."""
+    entries = sum(1 for line in lines if line[0] == gpu)
+    return 3.6 + 0.17 * -(-entries // LEGEND_COLUMNS)
 
 
 def rate_plot(spec: dict, rate_csv: Path, rate_json: Path, rate_latency: Path) -> None:

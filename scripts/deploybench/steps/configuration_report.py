@@ -1,0 +1,394 @@
+"""A configuration's README in the reference documents' format: its headline first
+(steps.headline), then its settings, tables, plots and provenance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic, source_model, tail
+from ..backends import export_precision
+from ..config import online_refusal, serves_online
+from ..host_load import CONTENDED_CORES
+from ..scenarios import own_server_refusal
+from ..tables import (
+    SHARED_MEMORY,
+    STABLE,
+    TELEMETRY_COLUMNS,
+    WINDOW_SPREAD,
+    measured_columns,
+    read_perf,
+)
+from .headline import configuration_headline, configuration_lines, served_by
+from .markdown import batches_formed, markdown_table
+from .rate import rate_section
+from .served_native import served_vs_native_table
+
+
+def _params_table(rows: list[tuple[str, object]]) -> str:
+    return "\n".join(["| Parameter Name | Parameter Value |", "|:---|:---|",
+                      *[f"| {k} | {v} |" for k, v in rows]])
+
+
+def _cache_section(run: dict, offline: dict, online: dict) -> str:
+    """The sparse model's device-cache counters of an ensemble (empty otherwise)."""
+    rows = [{"scenario": name, **{k: report["embedding_cache"][k]
+                                  for k in ("lookups", "cache_hits", "hit_rate")}}
+            for name, report in (("offline", offline), ("online", online))
+            if report.get("embedding_cache")]
+    if not rows:
+        return ""
+    fraction = run["model"]["ensemble"]["cache_fraction"]
+    return f"""## Embedding cache (sparse model)
+
+Lookups of every table over the server's session (warm-up included), the share served from
+the device cache: each table's most frequent rows in the training split, {fraction:g} of its
+rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
+
+{markdown_table(pd.DataFrame(rows))}
+
+"""
+
+
+def _online_section(run: dict, files: dict, rel: dict) -> str:
+    """The online scenario's table and plot, or why the configuration has none."""
+    if not serves_online(run):
+        return f"Not measured: {online_refusal(run)}."
+    triton = run["model"]["triton"]
+    return (f"Dynamic batching (preferred batch sizes {triton['preferred_batch_sizes']}, max "
+            f"queue\ndelay {triton['max_queue_delay_us']} µs), HTTP, batch "
+            f"{run['model']['online']['batch_size']}.\n\n"
+            f"![Latency vs concurrency]({rel['online_latency']})\n\n"
+            + unstable_note(read_perf(files["online"]), run["perf"])
+            + markdown_table(measured_columns(read_perf(files["online"])))
+            + _tail(json.loads(Path(files["online_json"]).read_text()), rel.get("online_tail")))
+
+
+def _tail(report: dict, plot: str | None) -> str:
+    """Every request's percentiles of each level (deploybench.tail) and the batches
+    Triton formed, where measured."""
+    text = ""
+    if report.get("tail"):
+        text += ("\n\nEvery request's latency of the windows perf_analyzer kept (its profile "
+                 "export), with 95 % bootstrap intervals:\n\n"
+                 + markdown_table(tail.table(report["tail"], ("Concurrency",))))
+    if report.get("batches_formed"):
+        text += ("\n\nExecutions by the batch size Triton's dynamic batcher formed at each "
+                 "level (its statistics over the level's run):\n\n"
+                 + batches_formed(report["batches_formed"], "Concurrency", "Concurrency"))
+    if text and plot:
+        text += f"\n\n![Latency distribution and batches formed]({plot})"
+    return text
+
+
+def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
+    """Served against native on the same device, or why there is no native figure."""
+    if "native" not in files:
+        return f"Not measured: {own_server_refusal(run, 'native')}."
+    return f"""The same converted model, runner, batch sizes and precision in-process on the same
+device (`native.csv`), against the offline scenario through Triton: system shared memory
+against the runner with host arrays in and out, CUDA shared memory against it with the
+tensors already on the device (its compute limit).
+
+{served_vs_native_table(files["offline"], files["native"])}
+
+{markdown_table(measured_columns(pd.read_csv(files["native"])))}
+
+First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
+{_first_calls(native_json)}"""
+
+
+def _floor_section(run: dict, floor: Path | list) -> str:
+    """What an identity model costs on the same server, or why it was not measured."""
+    if not floor:
+        return f"Not measured: {own_server_refusal(run, 'floor')}."
+    table = read_perf(floor)
+    return f"""The same server, scenario and data path with a model that returns zeros at no cost
+(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
+stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
+themselves, apart from the model's compute.
+
+{unstable_note(table, run["perf"])}{markdown_table(measured_columns(table))}"""
+
+
+def _perf_settings(ran: dict) -> str:
+    """How perf_analyzer measured a scenario, from what its JSON recorded."""
+    modes = ran.get("shared_memory") or ["none"]
+    memory = " and ".join(modes if isinstance(modes, list) else [modes])
+    window = (f"{ran['measurement_interval_ms'] / 1000:g} s windows"
+              if ran.get("measurement_mode") == "time_windows"
+              else f"{ran['measurement_request_count']} requests a window")
+    warm = ran.get("warmup_windows", 0)
+    return (f"{ran['protocol'].upper()}, shared memory {memory}, {window}, "
+            + (f"warm-up of {warm} windows" if warm else "no warm-up run"))
+
+
+def _deployments(offline_report: dict, online_report: dict) -> str:
+    """The Triton model (and its max batch size) that measured each offline batch and the
+    online sweep (offline.json and online.json; earlier ones did not record it)."""
+    def named(row):
+        return f"`{row['model']}` (max batch {row['max_batch_size']})"
+
+    offline = {row["Batch"]: named(row) for row in offline_report.get("deployments", [])}
+    online = [named(row) for row in online_report.get("deployments", [])[:1]]
+    parts = [f"batch {batch}: {name}" for batch, name in offline.items()]
+    parts += [f"online: {name}" for name in online]
+    return "; ".join(parts) or "not recorded"
+
+
+def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
+                         online: Path | list, offline_json: Path, online_json: Path | list,
+                         offline_throughput: Path, offline_latency: Path,
+                         online_latency: Path | list, native: Path | list,
+                         native_json: Path | list, floor: Path | list, weights: Path, out: Path,
+                         online_tail: Path | list = (), rate: Path | list = (),
+                         rate_json: Path | list = (), rate_latency: Path | list = ()) -> None:
+    """One configuration's README: its settings, tables, plots and provenance (plots by
+    relative links). The online files are empty lists for a configuration without an
+    online scenario (config.serves_online), native's and the floor's on a server the
+    pipeline does not start (server.kind remote)."""
+    run = spec["run"]
+    files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
+             **({"native": native} if native else {}), "offline_throughput": offline_throughput,
+             "offline_latency": offline_latency,
+             "weights_origin": source_model.weights_origin(weights),
+             "dataset": spec["dataset"]}
+    measured_online = serves_online(run)
+    if measured_online:
+        files |= {"online": online, "online_latency": online_latency,
+                  "online_tail": online_tail, "online_json": online_json}
+    model, key = run["model"], run["key"]
+    offline_report = json.loads(Path(offline_json).read_text())
+    online_report = json.loads(Path(online_json).read_text()) if measured_online else {}
+    prov = offline_report["provenance"]
+    precision = run["precision"].upper()
+    title = f"{model['title']}: {run['gpu']['description']}, {run['backend']['title']} " \
+            f"with {precision}"
+    devices = ", ".join(prov.get("device_check", {}).get("devices", [])) or "CPU"
+    params = [
+        ("GPU key", key["gpu"]),
+        ("Device", devices + (" (GPU key check overridden)"
+                              if prov.get("device_check", {}).get("mismatch_allowed") else "")),
+        ("Backend", run["backend"]["title"]),
+        ("Precision", precision),
+        ("Model format", key["backend"]),
+        ("Max batch size", model["triton"]["max_batch_size"]),
+        ("Deployments", _deployments(offline_report, online_report)),
+        ("Number of model instances", model["triton"]["instances"]),
+        ("Export Precision", export_precision(run).upper()),
+        ("Weights", files["weights_origin"]),
+        ("Dataset", files["dataset"]),
+        ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
+        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])
+                                 if measured_online else "not measured (no online scenario)"),
+        ("Triton server", f"{prov.get('triton', {}).get('version')} "
+                          f"({run['server']['kind']}, {served_by(prov)})"),
+        ("perf_analyzer", prov.get("perf_analyzer")),
+        ("perf_analyzer stability", _stability(run["perf"])),
+        ("Measured", prov["date"]),
+        ("Config hash", prov["config_hash"]),
+    ]
+    rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
+           if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
+           and v}
+    online_section = _online_section(run, files, rel)
+    offline_table = read_perf(files["offline"])
+    native_report = json.loads(Path(native_json).read_text()) if native_json else {}
+    facts = configuration_headline(offline, online or None, native or None, accuracy)
+    text = f"""# {title}
+
+{configuration_lines(facts, served_by(prov))}
+
+Built by the deploybench pipeline: export → conversion → conversion check → Triton model
+repository → accuracy on Triton → offline and online performance (perf_analyzer).
+
+## Configuration
+
+{_params_table(params)}
+
+## Conversion check (converted vs source model)
+
+{markdown_table(pd.read_csv(files["check"]))}
+
+## Accuracy on Triton
+
+{markdown_table(pd.read_csv(files["accuracy"]))}
+
+## Offline scenario
+
+Static batching, concurrency 1, perf_analyzer as the configuration says; the `Shared
+memory` column: system or none (in the requests), as the references; cuda, in GPU memory,
+which a torch runner takes without a host copy. `avg latency (ms)` is perf_analyzer's,
+`sum of components (ms)` the references' "avg latency".
+
+![Throughput vs batch]({rel["offline_throughput"]})
+![Latency vs batch]({rel["offline_latency"]})
+
+{unstable_note(offline_table, run["perf"])}{markdown_table(measured_columns(offline_table))}
+
+## Serving overhead: Triton vs native
+
+{_native_section(run, files, native_json)}
+
+## Triton's own cost: an identity model
+
+{_floor_section(run, floor)}
+
+{_cache_section(run, offline_report, online_report)}## Online scenario
+
+{online_section}
+
+{_rate(run, rate, rate_json, rate_latency, out)}{_noise(offline_report, online_report)}## Host load
+
+{_host_load(offline_report, online_report, native_report)}
+
+## Telemetry
+
+{_telemetry(files, offline_report, online_report, native_report)}
+
+## Provenance
+
+```json
+{json.dumps({"offline": prov, "online": online_report.get("provenance")}, indent=2)}
+```
+"""
+    with atomic.output(out) as tmp:
+        tmp.write_text(text)
+
+
+# perf_analyzer's own stability criterion, which every reference document kept
+PERF_ANALYZER_STABILITY = 10
+
+
+def _stability(perf: dict) -> str:
+    text = f"{perf['stability_percentage']} %, {perf['max_trials']} trials"
+    if perf["stability_percentage"] > PERF_ANALYZER_STABILITY:
+        text += (f" (looser than perf_analyzer's and the references' "
+                 f"{PERF_ANALYZER_STABILITY} %: perf_overrides for this device)")
+    return text + (f", {perf['repeats']} runs a level" if perf.get("repeats", 1) > 1 else "")
+
+
+def _rate(run: dict, rate: Path | list, rate_json: Path | list, plot: Path | list,
+          out: Path) -> str:
+    """The rate scenario's section where the configuration has one (empty lists: none)."""
+    if not rate:
+        return ""
+    rel = Path(plot).relative_to(out.parent).as_posix()
+    return f"## Rate scenario (open loop)\n\n{rate_section(run, rate, rate_json, rel)}\n"
+
+
+def unstable_note(table: pd.DataFrame, perf: dict) -> str:
+    """A warning above a table with rows that did not stabilise (perf.on_unstable:
+    record): how many, and what their figures are worth."""
+    unstable = table[~table[STABLE].astype(bool)]
+    if unstable.empty:
+        return ""
+    return (f"**{len(unstable)} of {len(table)} levels did not stabilise** (`Stable` false): "
+            f"perf_analyzer's last windows never agreed within "
+            f"{perf['stability_percentage']} % in {perf['attempts']} attempts, so each was "
+            "measured once more and kept; its `window spread (%)` (up to "
+            f"{unstable[WINDOW_SPREAD].max():g} %) bounds what its figures are worth.\n\n")
+
+
+def _noise(offline: dict, online: dict) -> str:
+    """With perf.repeats: each level's runs, their median's interval and spread."""
+    rows = [{"Scenario": scenario, **row}
+            for scenario, report in (("offline", offline), ("online", online))
+            for row in report.get("repeats", [])]
+    if not rows:
+        return ""
+    table = pd.DataFrame(rows)
+    noisy = int(table["noisy"].sum())
+    return (f"## Noise\n\nEach level measured {len(rows[0]['runs'])} times on one server "
+            "(`perf.repeats`); the tables keep the run of median throughput. `ci95`: the "
+            "median's 95 % bootstrap interval; `noisy`: the runs' range is wider than "
+            f"perf_analyzer's stability criterion. {noisy} of {len(table)} levels noisy.\n\n"
+            + markdown_table(table) + "\n\n")
+
+
+def _host_load(offline: dict, online: dict, native: dict) -> str:
+    """What else used the host's CPUs while each level was measured (deploybench.host_load),
+    and the levels measured under contention."""
+    rows = [{"Scenario": scenario, **row} for scenario, report in
+            (("offline", offline), ("online", online)) for row in report.get("host_load", [])]
+    if "host_load" in native:
+        rows.append({"Scenario": "native", **native["host_load"]})
+    if not rows:
+        return "Not recorded (measured before host load was)."
+    table = pd.DataFrame(rows)
+    gpu = "other_gpu_processes" in table
+    if gpu:
+        table["other_gpu_processes"] = table["other_gpu_processes"].map(_gpu_processes)
+    contended = table[table["contended"]]
+    limit = f"{CONTENDED_CORES} cores of other processes"
+    verdict = (f"**{len(contended)} of {len(table)} measurements ran beside other load** "
+               f"(more than {limit}" + (", or another process on the GPU" if gpu else "")
+               + "): compare them with care." if len(contended) else
+               f"No measurement ran beside other load (at most {limit}"
+               + (", no other process on the GPU" if gpu else "") + ").")
+    return ("CPU used by processes outside the step (its server and perf_analyzer "
+            "excluded), in cores on average over each measurement"
+            + ("; the other processes NVML listed on the GPU at its start and end" if gpu
+               else "") + f". {verdict}\n\n" + markdown_table(table))
+
+
+def _gpu_processes(listed) -> str:
+    """Other processes on the GPU as a table cell (pid, name, memory), or why NVML could
+    not list them."""
+    if not isinstance(listed, list):
+        return listed if isinstance(listed, str) else ""
+    return ", ".join(
+        f"{p['pid']} {p['name'] or ('?' if p['seen'] else '(another PID namespace)')}"
+        + (f" ({p['used_mib']:.0f} MiB)" if p.get("used_mib") is not None else "")
+        for p in listed) or "none"
+
+
+def _telemetry(files: dict, offline: dict, online: dict, native: dict) -> str:
+    """What the serving processes and the GPU did while each row was measured (the
+    telemetry columns of offline.csv, online.csv and native.csv), and the readings NVML
+    could not give."""
+    keys = ["Batch", "Concurrency", SHARED_MEMORY]
+    parts = []
+    for scenario in ("offline", "online", "native"):
+        if scenario not in files:  # no online scenario
+            continue
+        table = pd.read_csv(files[scenario])
+        recorded = [c for c in TELEMETRY_COLUMNS if c in table]
+        if recorded:
+            parts.append(table[[c for c in keys if c in table] + recorded]
+                         .assign(Scenario=scenario))
+    if not parts:
+        return "Not recorded (measured before telemetry was)."
+    table = pd.concat(parts, ignore_index=True)
+    table = table[["Scenario", *[c for c in table if c != "Scenario"]]]
+    missing = sorted({f"{what.replace('_', ' ')}: {why}"
+                      for report in (offline, online, native)
+                      for row in report.get("telemetry", [])
+                      for what, why in _unavailable(row.get("gpu"))})
+    gpu = any("gpu" in row for report in (offline, online, native)
+              for row in report.get("telemetry", []))
+    text = ("CPU (% of one core) and resident memory of the process tree that served each "
+            "row: the server and its python-backend stubs, the step itself for native "
+            "(host-array timing).")
+    if gpu:
+        text += (" On the GPU, through NVML, sampled every 100 ms: utilisation, memory, "
+                 "power, SM clock, the clock event (throttle) reasons seen; energy per "
+                 "inference is the mean power over the throughput.")
+    if missing:
+        text += "\n\nNot available here: " + "; ".join(missing) + "."
+    return text + "\n\n" + markdown_table(table)
+
+
+def _unavailable(gpu) -> list[tuple[str, str]]:
+    """(reading, reason) of what NVML could not give in one row's GPU telemetry."""
+    if isinstance(gpu, str):
+        return [("GPU telemetry", gpu.removeprefix("unavailable: "))]
+    return [(what, value.removeprefix("unavailable: ")) for what, value in (gpu or {}).items()
+            if isinstance(value, str) and value.startswith("unavailable: ")]
+
+
+def _first_calls(native_json: Path) -> str:
+    calls = json.loads(Path(native_json).read_text()).get("first_call_s", {})
+    return ", ".join(f"batch {b}: {s:.2f}" for b, s in calls.items()) or "not recorded"

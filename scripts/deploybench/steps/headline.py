@@ -1,0 +1,216 @@
+"""The answer first: a configuration's headline (best offline throughput, online peak and
+its p99, served/native at the largest batch, accuracy against the source model, whether
+the host was contended, the backend that served) and a model's (a line a configuration,
+the fastest offline and online). Every number is read from the files the reports read; a
+scenario without its file is "not measured", never a number.
+
+A model's headline lines are Markdown and reStructuredText alike (bullets, bold, plain
+text): the HTML report's front page includes them as they are (report/workflow.rst)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .. import host_load, provenance
+from ..tables import SHARED_MEMORY, THROUGHPUT, read_perf
+from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
+
+NOT_MEASURED = "not measured"
+CONTENDED_MARK = " (host contended)"  # beside a number measured beside other load
+
+# What a reader should know of the backends of ours that serve a model
+BACKEND_NOTES = {"python": " (its stub process, shared-memory copies of every tensor)",
+                 "deploybench": " (the pipeline's C++ backend: libtorch in the server's process)"}
+
+
+def served_by(prov: dict, notes: bool = True) -> str:
+    """The Triton backend that served (an ensemble: each part's), from a provenance."""
+    server = prov.get("server", {})
+    parts = server.get("ensemble_parts")
+    if parts:
+        return "ensemble of " + ", ".join(f"{m} ({b})" for m, b in parts.items())
+    backend = server.get("served_by", "python")  # before it was recorded: python only
+    return f"{backend} backend" + (BACKEND_NOTES.get(backend, "") if notes else "")
+
+
+def _level(row: pd.Series) -> dict:
+    return {"Batch": row["Batch"], "Concurrency": row["Concurrency"],
+            SHARED_MEMORY: row[SHARED_MEMORY]}
+
+
+def _peak(csv: Path | None) -> dict | None:
+    """A scenario's fastest row: throughput, batch, concurrency, mode, p99 and whether
+    its level ran beside other load; None where the scenario has no table."""
+    if not csv or not Path(csv).is_file():
+        return None
+    table = read_perf(csv)
+    if table.empty:
+        return None
+    row = table.loc[table[THROUGHPUT].idxmax()]
+    return {"throughput": float(row[THROUGHPUT]), "batch": int(row["Batch"]),
+            "concurrency": int(row["Concurrency"]), "shared_memory": row[SHARED_MEMORY],
+            "modes": table[SHARED_MEMORY].nunique(), "p99_ms": float(row["p99 latency (ms)"]),
+            "contended": host_load.contended(report_of(csv), _level(row))}
+
+
+def _ratio(offline: Path, native: Path | None) -> dict | None:
+    """served/native at the largest batch (its fastest mode), or why there is none."""
+    if not native or not Path(native).is_file():
+        return None
+    try:
+        row = at_max_batch(served_vs_native(offline, native))
+    except provenance.DifferentDevices:
+        return {"why": "not computed: served and native ran on different devices"}
+    except ValueError:  # no batch of native's beside the offline rows
+        return None
+    return {"batch": int(row["Batch"]), "shared_memory": row[SHARED_MEMORY],
+            "ratio": None if pd.isna(row[RATIO]) else float(row[RATIO]), "why": left_out(row)}
+
+
+def _accuracy(csv: Path | None) -> dict | None:
+    """The deviation checks' verdict (served outputs against the source model's within
+    their limits), the largest deviation against its limit and the first metric."""
+    if not csv or not Path(csv).is_file():
+        return None
+    table = pd.read_csv(csv)
+    source = "source" if "source" in table else "native"  # its name before the source model
+    checks = table[table["kind"] == "deviation"]
+    metrics = table[table["kind"] == "metric"]
+    passed = bool(len(checks)) and bool((checks["passed"].astype(str) == "True").all())
+    worst = (checks.loc[(checks["triton"] / checks["limit"]).idxmax()] if len(checks)
+             else None)
+    return {"passed": passed, "checks": len(checks),
+            "deviation": None if worst is None else
+            (worst["name"].split(":", 1)[-1], float(worst["triton"]), float(worst["limit"])),
+            "metric": None if metrics.empty else
+            (metrics.iloc[0]["name"], float(metrics.iloc[0]["triton"]),
+             float(metrics.iloc[0][source]))}
+
+
+def _host(reports: dict[str, dict]) -> dict | None:
+    """The measurements that ran beside other load (scenario and level), of how many;
+    None where no JSON recorded host load."""
+    measured, contended = 0, []
+    for scenario, report in reports.items():
+        load = report.get("host_load")
+        entries = [load] if isinstance(load, dict) else (load or [])
+        measured += len(entries)
+        key = "Concurrency" if scenario == "online" else "Batch"
+        contended += [scenario + (f" {key.lower()} {e[key]}" if key in e else "")
+                      for e in entries if e.get("contended")]
+    return {"measured": measured, "contended": contended} if measured else None
+
+
+def configuration_headline(offline: Path, online: Path | None = None,
+                           native: Path | None = None, accuracy: Path | None = None) -> dict:
+    """A configuration's headline facts from its files (None: not measured); the JSONs
+    beside the CSVs give host load and provenance."""
+    reports = {name: report_of(csv) for name, csv in
+               (("offline", offline), ("online", online), ("native", native)) if csv}
+    return {"offline": _peak(offline), "online": _peak(online),
+            "served_native": _ratio(offline, native), "accuracy": _accuracy(accuracy),
+            "host": _host(reports),
+            "served_by": served_by(reports["offline"].get("provenance", {}), notes=False)}
+
+
+def _inferences(peak: dict) -> str:
+    return f"{peak['throughput']:,.0f} inf/s" + (CONTENDED_MARK if peak["contended"] else "")
+
+
+def offline_text(facts: dict) -> str:
+    peak = facts["offline"]
+    if not peak:
+        return NOT_MEASURED
+    mode = f", {peak['shared_memory']} shared memory" if peak["modes"] > 1 else ""
+    return f"{_inferences(peak)} at batch {peak['batch']}{mode}"
+
+
+def online_text(facts: dict) -> str:
+    peak = facts["online"]
+    if not peak:
+        return NOT_MEASURED
+    return (f"{_inferences(peak)} at concurrency {peak['concurrency']}, "
+            f"p99 {peak['p99_ms']:.3g} ms")
+
+
+def ratio_text(facts: dict) -> str:
+    ratio = facts["served_native"]
+    if not ratio:
+        return NOT_MEASURED
+    if "batch" not in ratio:
+        return ratio["why"]
+    value = f"{ratio['ratio']:.3g}" if ratio["ratio"] is not None else ratio["why"]
+    return f"{value} at batch {ratio['batch']} ({ratio['shared_memory']} shared memory)"
+
+
+def accuracy_text(facts: dict, detail: bool = True) -> str:
+    found = facts["accuracy"]
+    if not found:
+        return NOT_MEASURED
+    if not found["checks"]:
+        return "no deviation check recorded"
+    text = "passed" if found["passed"] else "failed"
+    if not detail:
+        return text
+    output, value, limit = found["deviation"]
+    parts = [f"largest deviation from the source model {value:.3g} (limit {limit:g}, "
+             f"output {output})"]
+    if found["metric"]:
+        name, served, source = found["metric"]
+        parts.append(f"{name} {served:.4g} on Triton, {source:.4g} from the source model")
+    return f"{text}: " + "; ".join(parts)
+
+
+def host_text(facts: dict) -> str:
+    host = facts["host"]
+    if not host:
+        return "host load not recorded"
+    if not host["contended"]:
+        return f"not contended during any of {host['measured']} measurements"
+    return (f"contended during {len(host['contended'])} of {host['measured']} measurements "
+            f"({', '.join(host['contended'])}): compare those with care")
+
+
+def host_short(facts: dict) -> str:
+    host = facts["host"]
+    if not host:
+        return "host load not recorded"
+    if not host["contended"]:
+        return "host not contended"
+    return f"host contended in {len(host['contended'])} of {host['measured']} measurements"
+
+
+def configuration_lines(facts: dict, backend: str) -> str:
+    """A configuration report's headline, as Markdown bullets; `backend`: who served, in
+    the report's words (served_by with its notes)."""
+    return "\n".join([
+        f"- **Offline** (best of the batch sweep): {offline_text(facts)}",
+        f"- **Online** peak: {online_text(facts)}",
+        f"- **Served/native** at the largest batch: {ratio_text(facts)}",
+        f"- **Accuracy** against the source model: {accuracy_text(facts)}",
+        f"- **Host**: {host_text(facts)}",
+        f"- **Served by**: {backend}"])
+
+
+def model_lines(headlines: dict[str, dict]) -> str:
+    """A model report's headline: a bullet a configuration (label -> its facts), then the
+    fastest offline and online; Markdown and reStructuredText alike."""
+    if not headlines:
+        return "- Nothing built yet."
+    lines = [f"- **{label}**: offline {offline_text(f)}; online {online_text(f)}; "
+             f"served/native {ratio_text(f)}; accuracy {accuracy_text(f, detail=False)}; "
+             f"{host_short(f)}; {f['served_by']}"
+             for label, f in headlines.items()]
+    fastest = []
+    for scenario in ("offline", "online"):
+        measured = {label: f[scenario] for label, f in headlines.items() if f[scenario]}
+        if measured:
+            label = max(measured, key=lambda k: measured[k]["throughput"])
+            peak = measured[label]
+            fastest.append(f"{scenario} **{label}** ({peak['throughput']:,.0f} inf/s"
+                           + (", host contended)" if peak["contended"] else ")"))
+        else:
+            fastest.append(f"{scenario} {NOT_MEASURED}")
+    return "\n".join([*lines, "- Fastest " + "; fastest ".join(fastest)])

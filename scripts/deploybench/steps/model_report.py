@@ -1,0 +1,215 @@
+"""A model's README: its headline first (steps.headline: a line a configuration, the
+fastest), every configuration built so far, the frontier plots, the configuration searches
+and dated measurement sets beside it, and the published tables where the model has them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic, layout, provenance
+from .. import search as configuration_search
+from ..backends import export_precision
+from ..tables import SHARED_MEMORY, THROUGHPUT, published_gpus, reference_rows
+from .headline import configuration_headline, model_lines
+from .markdown import markdown_table
+from .plots import frontier_plot
+from .reference import (
+    configuration_label,
+    frontier_lines,
+    reference_accuracy,
+    reference_comparison,
+    reference_latencies,
+    reference_settings,
+)
+from .served_native import at_max_batch, served_vs_native
+
+
+def dated_sets_table(out: Path) -> pd.DataFrame:
+    """A row per configuration of each dated measurement set beside model report `out`
+    (a set without one, e.g. a probe, in one row): its notes' title and what it measured."""
+    rows = []
+    for folder in layout.dated_sets(out):
+        notes = folder / layout.SET_NOTES
+        title = notes.read_text().splitlines()[0].lstrip("# ").strip()
+        where = notes.relative_to(Path(out).parent)
+        configs = sorted(c for c in folder.glob("*_*")
+                         if any((c / f"{s}.csv").is_file() for s in ("offline", "online")))
+        for config in configs or [None]:
+            row = {"GPU": folder.parent.name, "Set": f"[{folder.name}]({where})",
+                   "What": title, "Configuration": config.name if config else "",
+                   "Best offline inf/s": None, "Online max inf/s": None}
+            for scenario, column in (("offline", "Best offline inf/s"),
+                                     ("online", "Online max inf/s")):
+                if config and (config / f"{scenario}.csv").is_file():
+                    row[column] = pd.read_csv(config / f"{scenario}.csv")[THROUGHPUT].max()
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def searches_table(out: Path) -> pd.DataFrame:
+    """A row per configuration search beside model report `out` (its search.json)."""
+    rows = []
+    for path in layout.searches(out):
+        found = json.loads(path.read_text())
+        # <gpu>/[<dated set>/]<configuration>/search
+        where = path.parent.relative_to(Path(out).parent)
+        budget = found["p99_budget_ms"]
+        rank = configuration_search.rank_of(found)
+        row = {
+            "GPU": where.parts[0],
+            "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
+            "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
+            "p99 budget (ms)": budget}
+        for who, point in (("Winner", found["winner"]), ("Seed's values", found["seed"])):
+            result = found["results"].get(point)
+            row |= {who: point, f"{who}: within the budget": _search_peak(result, budget, rank),
+                    f"{who}: online peak": _search_peak(result, None, rank)}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _search_peak(result: dict | None, budget_ms: float | None, rank: str) -> str:
+    """A search point's throughput within the budget as its search ranked it (its best
+    online level of all, without one), its concurrency (or the two levels interpolated
+    between, ≈) and p99 ("not measured", "failed", "none" within the budget)."""
+    if result is None:
+        return "not measured"
+    if result["status"] != configuration_search.OK:
+        return "failed"
+    top = configuration_search.at_budget(result, budget_ms, rank)
+    if top is None:
+        return "none"
+    if "between" in top:
+        low, high = top["between"]
+        return f"≈{top['throughput']:,.0f} inf/s between {low} and {high}, p99 {budget_ms:g} ms"
+    return (f"{top['throughput']:,.0f} inf/s at {top['concurrency']}, "
+            f"p99 {top['p99_ms']:.2f} ms")
+
+
+def _existing(path: Path) -> Path | None:
+    return path if path.is_file() else None
+
+
+def configuration_headlines(configs: list[Path]) -> dict[str, dict]:
+    """Each configuration's headline facts (steps.headline), by its label."""
+    return {configuration_label(readme.parent): configuration_headline(
+        readme.parent / "offline.csv", *(_existing(readme.parent / f"{name}.csv")
+                                         for name in ("online", "native", "accuracy")))
+        for readme in configs}
+
+
+def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
+                 online_frontier: Path, headline: Path | None = None) -> None:
+    """Every configuration of a model built so far (best offline throughput, lowest online
+    latency, serving overhead) with links to their reports, and where the model has a
+    reference table, GPU results beside the published ones. `configs`: the configuration
+    reports this run built; the others already on disk (committed GPU results) join them.
+    `headline`: its headline alone too, which the HTML report's front page includes."""
+    configs = sorted(set(layout.configuration_reports(out)) | {Path(c) for c in configs})
+    reference = spec.get("reference")
+    rows = []
+    for readme in configs:
+        folder = readme.parent
+        offline = pd.read_csv(folder / "offline.csv")
+        # a configuration without an online scenario (config.serves_online) has no online.csv
+        online = (pd.read_csv(folder / "online.csv") if (folder / "online.csv").is_file()
+                  else pd.DataFrame({THROUGHPUT: []}))
+        best = offline.loc[offline[THROUGHPUT].idxmax()]
+        where = layout.configuration_of(folder)
+        gpu, config = where["gpu"], where["name"]
+        try:
+            ratio = at_max_batch(served_vs_native(folder / "offline.csv",
+                                                  folder / "native.csv"))
+        except provenance.DifferentDevices:  # the configuration's report says why
+            ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
+        except FileNotFoundError:  # measured on a remote server: no native figure
+            ratio = {"served/native": None, SHARED_MEMORY: "(no native: remote server)"}
+        rows.append({
+            "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
+            "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),
+            "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
+            "Smallest offline batch": int(offline["Batch"].min()),
+            "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
+            "Online max inf/s": online[THROUGHPUT].max() if len(online) else None,
+            "served/native at max batch": ratio["served/native"],
+            "its shared memory": ratio[SHARED_MEMORY],
+        })
+    table = pd.DataFrame(rows)
+    lines = model_lines(configuration_headlines(configs))
+    if headline:
+        with atomic.output(headline) as tmp:
+            tmp.write_text(lines + "\n")
+    text = (f"# {spec['title']}: results\n\n{lines}\n\nEvery configuration of "
+            f"`{spec['model']}` built so far.\n\n")
+    text += markdown_table(table) if rows else "Nothing built yet."
+    for scenario, png in (("offline", offline_frontier), ("online", online_frontier)):
+        frontier_plot(frontier_lines(configs, reference, scenario), scenario,
+                      spec["title"], png)
+    text += ("\n\n## Throughput against latency\n\nEach configuration's offline sweep (a "
+             "point per batch) and online sweep (a point per concurrency) against p99 and "
+             "average latency, per GPU key; dashed, the published tables of the same GPU, "
+             "or, beside a GPU key without any (an H100), every published table, labelled "
+             "with its GPU.\n\n"
+             + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
+                             for s, png in (("offline", offline_frontier),
+                                            ("online", online_frontier))))
+    searched = searches_table(out)
+    if len(searched):
+        text += ("\n\n## Configuration searches\n\nThe best Triton configuration under each "
+                 "search's latency budget (online), against the configuration's own (the "
+                 "seed's values); each search's README has every point, the frontier and the "
+                 "winner's config.pbtxt.\n\n" + markdown_table(searched))
+    dated = dated_sets_table(out)
+    if len(dated):
+        text += ("\n\n## Dated measurement sets\n\nRuns kept apart from the configuration "
+                 "folders (partial sweeps, repeats, probes), each with its notes, logs and "
+                 "provenance; empty cells: not measured in that set.\n\n"
+                 + markdown_table(dated))
+    if reference and reference.get("pairs"):
+        rows = reference_rows(Path(reference["path"]), reference["document"],
+                              reference.get("where", {}))
+        gpus = published_gpus(rows)
+        pairs = pd.DataFrame([{"Published table": name, "Configuration": config,
+                               "GPU keys": ", ".join(gpus.get(name, []))}
+                              for name, config in reference["pairs"].items()])
+        text += ("\n\n## The configurations that reproduce the published tables\n\n"
+                 "`snakemake seeds` builds each on the GPU keys of its tables.\n\n"
+                 + markdown_table(pairs))
+    if reference and reference.get("metrics"):
+        accuracy = reference_accuracy(configs, reference)
+        if len(accuracy):
+            text += ("\n\n## Accuracy beside the published tables\n\nThe published value "
+                     "of each table (the same on every GPU key where one value is shown) "
+                     "and the accuracy step's on Triton for each configuration.\n\n"
+                     + markdown_table(accuracy))
+    if reference and reference.get("differences"):
+        text += ("\n\n## Where this model is not run as its reference ran it\n\n"
+                 + "\n".join(f"- {item}" for item in reference["differences"]))
+    if reference:
+        where, path, document = reference.get("where", {}), Path(reference["path"]), \
+            reference["document"]
+        narrowed = "".join(f", {k} {v}" for k, v in where.items())
+        source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
+                  f"{narrowed}.\n\n")
+        for scenario in ("offline", "online"):
+            compared = reference_comparison(configs, path, document, where, scenario)
+            if len(compared):
+                text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
+                         f"published tables\n\n{source}" + markdown_table(compared))
+            latencies = reference_latencies(configs, path, document, where, scenario)
+            if len(latencies):
+                text += (f"\n\n## {scenario.capitalize()}: latencies beside the published "
+                         "tables\n\nAt each batch size and concurrency a published table "
+                         "has; `avg latency (ms)` is the sum of the latency components, as "
+                         "the references compute it.\n\n" + markdown_table(latencies))
+        settings = reference_settings(configs, path, document, where)
+        if any(layout.configuration_of(Path(c).parent)["gpu"] != "cpu" for c in configs):
+            text += ("\n\n## Settings beside the published tables\n\nWhat each published "
+                     "table states (tables stating the same in one column; empty: not "
+                     "stated) and what each GPU configuration ran with.\n\n"
+                     + markdown_table(settings))
+    with atomic.output(out) as tmp:
+        tmp.write_text(text + "\n")

@@ -1,0 +1,210 @@
+"""This pipeline's configurations beside a reference document's published rows:
+inferences/second, latencies, settings and accuracy at the same batch and concurrency, and
+the lines of the model report's frontier plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .. import layout
+from ..backends import export_precision
+from ..cluster import CPU_KEY
+from ..tables import (
+    COMPONENT_SUM,
+    REFERENCE_SERIES,
+    SHARED_MEMORY,
+    THROUGHPUT,
+    read_perf,
+    reference_rows,
+    reference_series,
+)
+
+
+def configuration_label(folder: Path) -> str:
+    """A configuration's name in tables and plots: '<gpu key> <backend>_<precision>'."""
+    where = layout.configuration_of(folder)
+    return f"{where['gpu']} {where['name']}"
+
+
+# What tells the reference result tables of one document apart (the label of a column).
+_REFERENCE_SERIES = ["gpu_key", *REFERENCE_SERIES]
+
+
+def _reference_rows(reference_csv: Path, document: str, where: dict,
+                    scenario: str) -> pd.DataFrame:
+    """The published rows of a scenario with our names for batch and concurrency. A table
+    without one of them (FastPitch's) ran offline at concurrency 1 and online at the batch
+    Little's law gives."""
+    ref = reference_rows(reference_csv, document, where, scenario).rename(
+        columns={"batch": "Batch", "concurrency": "Concurrency"})
+    ref["Concurrency"] = ref["Concurrency"].fillna(1)
+    little = ref[THROUGHPUT] * ref["avg latency (ms)"] / 1e3 / ref["Concurrency"]
+    ref["Batch"] = ref["Batch"].fillna(little.round())
+    return ref.astype({"Batch": int, "Concurrency": int})
+
+
+def _series_label(series: tuple) -> str:
+    gpu, *rest = series
+    return f"{gpu} {reference_series(*rest)} (reference)"
+
+
+def _measured(configs: list[Path], scenario: str, cpu: bool = False):
+    """(GPU key, label, table) of each configuration's measured scenario (the CPU key's
+    too with `cpu`), one per shared-memory mode."""
+    for readme in configs:
+        folder = readme.parent
+        gpu = layout.configuration_of(folder)["gpu"]
+        if (gpu == CPU_KEY and not cpu) or not (folder / f"{scenario}.csv").is_file():
+            continue
+        measured = read_perf(folder / f"{scenario}.csv")
+        for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
+            label = configuration_label(folder) + (
+                "" if mode in ("system", "none") else f" ({mode} shm)")
+            yield gpu, label, rows
+
+
+def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
+                        where: dict, scenario: str) -> pd.DataFrame:
+    """Throughput and latencies of the published rows and of this pipeline's GPU
+    configurations, joined on batch and concurrency (the published rows' pairs only);
+    `avg latency (ms)` is the references' sum of components, ours summed the same way."""
+    ref = _reference_rows(reference_csv, document, where, scenario)
+    keys = ["Batch", "Concurrency"]
+    columns = [THROUGHPUT, "p50 latency (ms)", "p90 latency (ms)", "p95 latency (ms)",
+               "p99 latency (ms)", "avg latency (ms)"]
+    parts = [rows[keys + columns].assign(Configuration=_series_label(series))
+             for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False)]
+    parts += [rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]})[keys + columns]
+              .assign(Configuration=label) for _, label, rows in _measured(configs, scenario)]
+    if not parts:
+        return pd.DataFrame()
+    table = pd.concat(parts, ignore_index=True)
+    pairs = ref[keys].drop_duplicates()
+    table = table.merge(pairs, on=keys)  # only where a published row has the same pair
+    ours = ~table["Configuration"].str.endswith("(reference)")
+    if not ours.any():
+        return pd.DataFrame()
+    table = table.assign(_ours=ours).sort_values([*keys, "_ours", "Configuration"])
+    return table[[*keys, "Configuration", *columns]].reset_index(drop=True)
+
+
+# The published settings of a series (reference column) and ours, from what a
+# configuration's offline.json recorded (and its backend).
+_SETTINGS = {
+    "max_batch_size": ("Max batch size", lambda ran, backend: ran["triton"]["max_batch_size"]),
+    "number_of_model_instances": ("Number of model instances",
+                                  lambda ran, backend: ran["triton"]["instances"]),
+    "triton_max_queue_delay": ("Triton max queue delay (us)",
+                               lambda ran, backend: ran["triton"]["max_queue_delay_us"]),
+    "triton_preferred_batch_sizes": (
+        "Triton preferred batch sizes",
+        lambda ran, backend: " ".join(map(str, ran["triton"]["preferred_batch_sizes"]))),
+    "request_count": (
+        "Request count (offline)",
+        lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")),
+    "export_precision": ("Export precision", lambda ran, backend: export_precision(ran).upper()),
+    "nvidia_tensorrt_capture_cuda_graph": (
+        "TensorRT CUDA graphs",
+        lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
+        if backend.endswith("trt") else None),
+}
+
+
+def _setting(value) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)) or value in ("-", "None"):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def reference_settings(configs: list[Path], reference_csv: Path, document: str,
+                       where: dict) -> pd.DataFrame:
+    """The settings each published table states (series with the same settings in one
+    column) beside the ones each GPU configuration ran with; empty where a table says
+    nothing."""
+    ref = _reference_rows(reference_csv, document, where, "offline")
+    columns: dict[str, list[str]] = {}
+    for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
+        values = tuple(_setting(rows[c].iloc[0]) for c in _SETTINGS)
+        columns.setdefault(values, []).append(_series_label(series).removesuffix(" (reference)"))
+    table = pd.DataFrame({"Setting": [name for name, _ in _SETTINGS.values()]})
+    for values, labels in columns.items():
+        table[", ".join(labels) + " (reference)"] = values
+    for readme in configs:
+        folder = readme.parent
+        where = layout.configuration_of(folder)
+        if where["gpu"] == "cpu":
+            continue
+        ran = json.loads((folder / "offline.json").read_text())
+        table[configuration_label(folder)] = [_setting(read(ran, where["backend"]))
+                                  for _, read in _SETTINGS.values()]
+    return table
+
+
+def reference_accuracy(configs: list[Path], reference: dict) -> pd.DataFrame:
+    """The published tables' metrics (reference.metrics: their column -> our metric) beside
+    each configuration's served value of the same metric (accuracy.csv)."""
+    rows = reference_rows(Path(reference["path"]), reference["document"],
+                          reference.get("where", {}))
+    table = []
+    for column, metric in reference["metrics"].items():
+        for series, values in rows.groupby(REFERENCE_SERIES, dropna=False)[column]:
+            published = sorted(set(values.dropna()))
+            table.append({"Metric": metric,
+                          "Configuration": f"{reference_series(*series)} (reference)",
+                          "Value": " / ".join(f"{v:g}" for v in published)})
+        for readme in configs:
+            accuracy = pd.read_csv(readme.parent / "accuracy.csv")
+            measured = accuracy[accuracy["name"] == metric]
+            if len(measured):
+                table.append({"Metric": metric,
+                              "Configuration": configuration_label(readme.parent),
+                              "Value": f"{measured['triton'].iloc[0]:.4g}"})
+    return pd.DataFrame(table)
+
+
+def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
+                         where: dict, scenario: str) -> pd.DataFrame:
+    """Inferences/second of this pipeline's GPU configurations beside the reference's published
+    rows (every GPU, backend and precision of the document, narrowed by `where`: column ->
+    value) at the same batch size and concurrency."""
+    keys = ["Batch", "Concurrency"]
+    ref = _reference_rows(reference_csv, document, where, scenario)
+    table = None
+    for _, label, rows in _measured(configs, scenario):
+        ours = rows[[*keys, THROUGHPUT]].rename(columns={THROUGHPUT: label})
+        table = ours if table is None else table.merge(ours, on=keys, how="outer")
+    if table is None:
+        return pd.DataFrame()
+    for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
+        published = rows[[*keys, THROUGHPUT]].drop_duplicates(keys).rename(
+            columns={THROUGHPUT: _series_label(series)})
+        table = table.merge(published, on=keys, how="left")
+    return table.sort_values(keys)
+
+
+def frontier_lines(configs: list[Path], reference: dict | None, scenario: str) -> list:
+    """The lines of a scenario's frontier plot (plots.frontier_plot): each configuration's
+    rows per shared-memory mode (`avg latency (ms)` the sum of components, as the published
+    tables have it); beside a GPU key's, its published tables, or where it has none (an
+    H100) every published table, labelled with its GPU."""
+    order = "Batch" if scenario == "offline" else "Concurrency"
+    lines = [(gpu, label, False,
+              rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]}).sort_values(order))
+             for gpu, label, rows in _measured(configs, scenario, cpu=True)]
+    if not reference:
+        return lines
+    ref = _reference_rows(Path(reference["path"]), reference["document"],
+                          reference.get("where", {}), scenario)
+    published = [(series, rows.sort_values(order)) for series, rows in
+                 ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False)]
+    for gpu in dict.fromkeys(gpu for gpu, *_ in lines):
+        if gpu == CPU_KEY:  # no published row ran on a CPU
+            continue
+        own = [(series, rows) for series, rows in published if series[0] == gpu]
+        lines += [(gpu, _series_label(series), True, rows) for series, rows in own or published]
+    return lines

@@ -1,0 +1,84 @@
+"""Served against native: each offline row beside the in-process figure of the same
+batch and data path, a ratio left out where one side ran beside other load and the other
+did not (what it would measure is the neighbour, not serving)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .. import host_load, provenance
+from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
+from .markdown import markdown_table
+
+# Which side of a row ran under contention (host_load.contended): "", served, native, both
+CONTENDED = "contended"
+RATIO = "served/native"
+
+
+def report_of(csv: Path) -> dict:
+    """The JSON a table's step wrote beside it (empty where it has none)."""
+    path = Path(csv).with_suffix(".json")
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
+    """Offline rows beside the native figure of the same data path: host arrays for
+    system shared memory, device-resident tensors for CUDA shared memory (where the
+    runner has them). A row whose served or native side alone was contended has no
+    ratio (`contended` says which); both contended, alike conditions, keeps it."""
+    served_report, native_report = report_of(offline_csv), report_of(native_csv)
+    mismatch = provenance.same_device(served_report.get("provenance", {}),
+                                      native_report.get("provenance", {}))
+    if mismatch:
+        raise provenance.DifferentDevices(f"served/native not computed: {mismatch}")
+    served = read_perf(offline_csv)[["Batch", SHARED_MEMORY, THROUGHPUT]]
+    native = pd.read_csv(native_csv)
+    column = {"system": THROUGHPUT, "cuda": DEVICE_THROUGHPUT}
+    served["native column"] = served[SHARED_MEMORY].map(column).fillna(THROUGHPUT)
+    native_value = {(row["Batch"], name): row.get(name) for _, row in native.iterrows()
+                    for name in set(column.values())}
+    served[f"{THROUGHPUT} native"] = [native_value.get((b, c)) for b, c in
+                                      zip(served["Batch"], served["native column"])]
+    served = served.rename(columns={THROUGHPUT: f"{THROUGHPUT} served"})
+    served[RATIO] = (served[f"{THROUGHPUT} served"] / served[f"{THROUGHPUT} native"]).round(3)
+    served[CONTENDED] = [
+        _sides(host_load.contended(served_report, {"Batch": b, SHARED_MEMORY: mode}),
+               host_load.contended(native_report, {"Batch": b}))
+        for b, mode in zip(served["Batch"], served[SHARED_MEMORY])]
+    served.loc[served[CONTENDED].isin(["served", "native"]), RATIO] = float("nan")
+    return served.dropna(subset=[f"{THROUGHPUT} native"])
+
+
+def _sides(served: bool, native: bool) -> str:
+    return {(False, False): "", (True, False): "served", (False, True): "native",
+            (True, True): "both"}[(served, native)]
+
+
+def left_out(row: pd.Series) -> str:
+    """Why a row has no ratio (empty where it has one)."""
+    if row[CONTENDED] in ("served", "native"):
+        quiet = "native" if row[CONTENDED] == "served" else "served"
+        return f"left out: {row[CONTENDED]} ran beside other load, {quiet} did not"
+    return ""
+
+
+def served_vs_native_table(offline_csv: Path, native_csv: Path) -> str:
+    try:
+        ratio = served_vs_native(offline_csv, native_csv)
+    except provenance.DifferentDevices as refused:
+        return f"**{refused}**"
+    missing = [f"batch {r['Batch']} ({r[SHARED_MEMORY]}): {left_out(r)}"
+               for _, r in ratio.iterrows() if left_out(r)]
+    note = ("**served/native left out** where one side ran beside other load and the other "
+            "did not (both contended: kept): " + "; ".join(missing) + ".\n\n"
+            if missing else "")
+    return note + markdown_table(ratio)
+
+
+def at_max_batch(ratio: pd.DataFrame) -> pd.Series:
+    """The row of the largest batch, of the mode served fastest there."""
+    top = ratio[ratio["Batch"] == ratio["Batch"].max()]
+    return top.loc[top[f"{THROUGHPUT} served"].idxmax()]

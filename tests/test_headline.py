@@ -1,0 +1,180 @@
+"""The reports' headlines, built from small tables written here: every number checked
+against these files; served/native left out where one side alone ran beside other load;
+each frontier line's Pareto front; the HTML report's front page with the headlines."""
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from deploybench.steps.headline import configuration_headline, configuration_lines, model_lines
+from deploybench.steps.plots import pareto_front
+from deploybench.steps.served_native import served_vs_native, served_vs_native_table
+from deploybench.tables import COMPONENT_SUM, SHARED_MEMORY, THROUGHPUT
+
+PROV = {"device": "cpu", "server": {"served_by": "deploybench"}}
+
+
+def _load(level: dict, contended: bool) -> dict:
+    return {**level, "other_cpu_cores": 1.2 if contended else 0.0, "contended": contended}
+
+
+def write_configuration(folder: Path, offline_contended=(), native_contended=False,
+                        online=True, passed=True) -> Path:
+    """A configuration's tables: offline batches 1, 4, 16; online concurrency 1, 2, 4;
+    native batches 1, 4, 16; accuracy with one deviation check; host load per level."""
+    folder.mkdir(parents=True)
+    offline = pd.DataFrame({"Batch": [1, 4, 16], "Concurrency": 1,
+                            THROUGHPUT: [100.0, 380.0, 1250.0],
+                            "p99 latency (ms)": [11.0, 12.5, 14.0], SHARED_MEMORY: "system",
+                            COMPONENT_SUM: [10.0, 10.5, 12.8]})
+    offline.to_csv(folder / "offline.csv", index=False)
+    levels = [{"Batch": b, "Concurrency": 1, SHARED_MEMORY: "system"} for b in (1, 4, 16)]
+    (folder / "offline.json").write_text(json.dumps({"provenance": PROV, "host_load": [
+        _load(level, level["Batch"] in offline_contended) for level in levels]}))
+    if online:
+        pd.DataFrame({"Batch": 1, "Concurrency": [1, 2, 4],
+                      THROUGHPUT: [90.0, 170.0, 160.0], "p99 latency (ms)": [12.0, 13.25, 30.0],
+                      SHARED_MEMORY: "none", COMPONENT_SUM: [10.0, 11.0, 24.0]}).to_csv(
+            folder / "online.csv", index=False)
+        (folder / "online.json").write_text(json.dumps({"provenance": PROV, "host_load": [
+            _load({"Batch": 1, "Concurrency": c, SHARED_MEMORY: "none"}, False)
+            for c in (1, 2, 4)]}))
+    pd.DataFrame({"Batch": [1, 4, 16], THROUGHPUT: [125.0, 400.0, 2000.0]}).to_csv(
+        folder / "native.csv", index=False)
+    (folder / "native.json").write_text(json.dumps({"provenance": PROV, "host_load": _load(
+        {}, native_contended)}))
+    pd.DataFrame([
+        {"name": "p50_risk", "kind": "metric", "triton": 1.2345, "source": 1.2346,
+         "limit": None, "passed": None},
+        {"name": "max_abs_deviation:target__0", "kind": "deviation",
+         "triton": 2e-5 if passed else 0.5, "source": 0.0, "limit": 0.001, "passed": passed},
+    ]).to_csv(folder / "accuracy.csv", index=False)
+    return folder
+
+
+def headline_of(folder: Path) -> dict:
+    return configuration_headline(*(folder / f"{n}.csv" if (folder / f"{n}.csv").is_file()
+                                    else None for n in ("offline", "online", "native",
+                                                        "accuracy")))
+
+
+def test_a_configuration_headline_takes_every_number_from_its_files(tmp_path):
+    folder = write_configuration(tmp_path / "c")
+    facts = headline_of(folder)
+    assert facts["offline"] | {} == {**facts["offline"], "throughput": 1250.0, "batch": 16,
+                                     "contended": False}
+    assert (facts["online"]["throughput"], facts["online"]["concurrency"],
+            facts["online"]["p99_ms"]) == (170.0, 2, 13.25)
+    assert facts["served_native"]["ratio"] == round(1250 / 2000, 3) == 0.625
+    text = configuration_lines(facts, "deploybench backend")
+    assert "- **Offline** (best of the batch sweep): 1,250 inf/s at batch 16\n" in text
+    assert "- **Online** peak: 170 inf/s at concurrency 2, p99 13.2 ms\n" in text
+    assert ("- **Served/native** at the largest batch: 0.625 at batch 16 (system shared "
+            "memory)") in text
+    assert ("passed: largest deviation from the source model 2e-05 (limit 0.001, output "
+            "target__0); p50_risk 1.234 on Triton, 1.235 from the source model") in text
+    assert "- **Host**: not contended during any of 7 measurements" in text
+    assert text.endswith("- **Served by**: deploybench backend")
+
+
+def test_what_was_not_measured_is_said_never_a_number(tmp_path):
+    folder = write_configuration(tmp_path / "c", online=False, passed=False)
+    (folder / "native.csv").unlink()
+    text = configuration_lines(headline_of(folder), "python backend")
+    assert "- **Online** peak: not measured\n" in text
+    assert "- **Served/native** at the largest batch: not measured\n" in text
+    assert "- **Accuracy** against the source model: failed: largest deviation" in text
+    assert "- **Host**: not contended during any of 3 measurements" in text  # offline only
+
+
+def test_a_contended_level_is_marked_beside_its_numbers(tmp_path):
+    folder = write_configuration(tmp_path / "c", offline_contended=(16,))
+    text = configuration_lines(headline_of(folder), "python backend")
+    assert "1,250 inf/s (host contended) at batch 16" in text
+    assert "contended during 1 of 7 measurements (offline batch 16)" in text
+
+
+def test_served_over_native_leaves_out_a_row_only_one_side_measured_contended(tmp_path):
+    quiet_native = write_configuration(tmp_path / "a", offline_contended=(4,))
+    ratio = served_vs_native(quiet_native / "offline.csv", quiet_native / "native.csv")
+    assert list(ratio["contended"]) == ["", "served", ""]
+    assert ratio["served/native"].tolist()[::2] == [0.8, 0.625]  # 100/125, 1250/2000
+    assert pd.isna(ratio["served/native"].iloc[1])
+    table = served_vs_native_table(quiet_native / "offline.csv", quiet_native / "native.csv")
+    assert ("batch 4 (system): left out: served ran beside other load, native did not"
+            in table)
+    # native contended all along: only the row contended on both sides keeps its ratio
+    both = write_configuration(tmp_path / "b", offline_contended=(16,), native_contended=True)
+    ratio = served_vs_native(both / "offline.csv", both / "native.csv")
+    assert list(ratio["contended"]) == ["native", "native", "both"]
+    assert ratio["served/native"].isna().tolist() == [True, True, False]
+    assert "0.625 at batch 16" in configuration_lines(headline_of(both), "")
+    # the largest batch left out: the headline says why instead of a ratio
+    text = configuration_lines(headline_of(write_configuration(
+        tmp_path / "c", offline_contended=(16,))), "")
+    assert ("**Served/native** at the largest batch: left out: served ran beside other "
+            "load, native did not at batch 16") in text
+
+
+def test_the_model_headline_has_a_line_a_configuration_and_the_fastest(tmp_path):
+    slow = write_configuration(tmp_path / "slow", online=False)
+    fast = write_configuration(tmp_path / "fast")
+    table = pd.read_csv(fast / "offline.csv")
+    table[THROUGHPUT] *= 2  # 2,500 inf/s at batch 16
+    table.to_csv(fast / "offline.csv", index=False)
+    text = model_lines({"cpu slow_fp32": headline_of(slow), "cpu fast_fp32": headline_of(fast)})
+    lines = text.splitlines()
+    assert lines[0].startswith("- **cpu slow_fp32**: offline 1,250 inf/s at batch 16; "
+                               "online not measured; served/native 0.625 at batch 16")
+    assert lines[1].startswith("- **cpu fast_fp32**: offline 2,500 inf/s at batch 16; "
+                               "online 170 inf/s at concurrency 2, p99 13.2 ms; "
+                               "served/native 1.25 at batch 16")
+    assert "accuracy passed; host not contended; deploybench backend" in lines[1]
+    assert lines[2] == ("- Fastest offline **cpu fast_fp32** (2,500 inf/s); fastest online "
+                        "**cpu fast_fp32** (170 inf/s)")
+
+
+def test_a_pareto_front_keeps_the_points_nothing_beats():
+    latency = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0, 0.5])
+    throughput = pd.Series([10.0, 30.0, 20.0, 40.0, 40.0, 5.0])
+    # (3, 20) has less than (2, 30) for more latency; (5, 40) as much as (4, 40), later
+    assert pareto_front(latency, throughput).tolist() == [True, True, False, True, False,
+                                                          True]
+
+
+def test_the_front_page_lists_each_model_with_its_headline_and_links(tmp_path, monkeypatch):
+    """report/workflow.rst as Snakemake renders it (Jinja2, then docutils) with a model's
+    report and one configuration's in the report: the headline's numbers and a link to
+    each page (its entry, one click; the entry's button shows it)."""
+    jinja2 = pytest.importorskip("jinja2")
+    docutils_core = pytest.importorskip("docutils.core")
+    monkeypatch.chdir(tmp_path)  # Snakemake renders in the working directory
+    config = write_configuration(tmp_path / "results/m/cpu/onnx_fp32")
+    (tmp_path / "results/m/headline.md").write_text(
+        model_lines({"cpu onnx_fp32": headline_of(config)}) + "\n")
+
+    def record(path):
+        return SimpleNamespace(name=Path(path).name, path=Path(path))
+
+    category = pytest.importorskip("snakemake.report").Category
+    categories = {category("m"): {
+        category("all configurations"): [record("results/m/README.html")],
+        category("cpu/onnx_fp32"): [
+            record("results/m/cpu/onnx_fp32/offline.csv"),
+            record("results/m/cpu/onnx_fp32/README.html")]}}
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    text = env.from_string((ROOT / "report/workflow.rst").read_text()).render(
+        categories=categories, files=[])
+    html = docutils_core.publish_parts(text, writer="html")["html_body"]
+    assert "<strong>cpu onnx_fp32</strong>: offline 1,250 inf/s at batch 16;" in html
+    assert "online 170 inf/s at concurrency 2, p99 13.2 ms" in html
+    assert "Fastest offline <strong>cpu onnx_fp32</strong> (1,250 inf/s)" in html
+    for page in ("results/m/README.html", "results/m/cpu/onnx_fp32/README.html"):
+        assert f"javascript:app.showResultInfo('{page}')" in html
+    assert ">all configurations README</a>" in html and ">cpu/onnx_fp32 README</a>" in html
+    assert "offline.csv" not in html  # the pages alone
+    assert "system-message" not in html  # docutils found nothing wrong
