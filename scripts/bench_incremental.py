@@ -202,9 +202,11 @@ def main() -> None:
             (f"{model}: weights seed", job_count(seed_out), seed_s)]
     print(f"matrix: {len(keys)} configurations ({len({k[0] for k in keys})} models), "
           f"{os.cpu_count()} CPUs")
-    print(f"{'case':46s} {'jobs':>6s} {'jobs/full':>10s} {'dry-run s':>10s} {'time/full':>10s}")
+    width = max(len(name) for name, _, _ in rows)
+    print(f"{'case':{width}s} {'jobs':>6s} {'jobs/full':>10s} {'dry-run s':>10s} "
+          f"{'time/full':>10s}")
     for name, jobs, seconds in rows:
-        print(f"{name:46s} {jobs:6d} {jobs / full:10.3f} {seconds:10.2f} "
+        print(f"{name:{width}s} {jobs:6d} {jobs / full:10.3f} {seconds:10.2f} "
               f"{seconds / full_s:10.2f}")
     print(f"full plan / Snakemake's floor: {full_s / floor_s:.2f}")
 

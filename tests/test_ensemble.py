@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import onnx
-import pandas as pd
 import pytest
 import yaml
 from onnx import TensorProto, helper
@@ -29,7 +28,6 @@ from deploybench.runners.embeddings import (
     HierarchicalEmbeddings,
     fused_keys,
 )
-from deploybench.tables import THROUGHPUT
 from deploybench.triton import config as triton_config
 
 SIZES = [50, 7, 1000, 1]
@@ -334,81 +332,6 @@ def test_online_is_refused_for_an_ensemble_with_the_reason(settings):
         assert "dynamic batching cannot apply" in online_refusal(run)
 
 
-ENSEMBLE_RUN = "results/dlrm-tiny/cpu/hps-onnx_fp32"
-
-
-@pytest.fixture(scope="module")
-def served_ensemble(tmp_path_factory):
-    """The tiny DLRM's hps-onnx ensemble: conversion check, accuracy and offline through
-    the real embedded Triton and perf_analyzer (one Snakemake run)."""
-    needs("tensorflow")
-    work = tmp_path_factory.mktemp("ensemble")
-    snakemake(work, *(f"{ENSEMBLE_RUN}/{f}" for f in
-                      ("conversion_check.csv", "accuracy.csv", "offline.csv")))
-    return work
-
-
-@pytest.mark.e2e
-def test_served_ensemble_takes_the_flattened_interface(served_ensemble):
-    repo = served_ensemble / ENSEMBLE_RUN / "model_repository"
-    top = triton_config.read(repo / "dlrm-tiny/config.pbtxt")
-    assert top.platform == "ensemble" and top.max_batch_size == 0
-    assert [(t.name, t.data_type, list(t.dims)) for t in top.input] == [
-        ("EMB_KEY", mc.TYPE_INT64, [-1]), ("EMB_N_KEY", mc.TYPE_INT32, [1]),
-        ("numerical_features", mc.TYPE_FP32, [-1, 13])]
-    for part in ("dlrm-tiny-sparse", "dlrm-tiny-dense"):
-        assert triton_config.read(repo / part / "config.pbtxt").max_batch_size == 0
-
-
-@pytest.mark.e2e
-def test_served_ensemble_predicts_as_the_source_model(served_ensemble):
-    run = served_ensemble / ENSEMBLE_RUN
-    check = pd.read_csv(run / "conversion_check.csv")  # the in-process runner's request
-    assert check["passed"].all() and check["max_abs_error"].max() < 1e-5, check
-    accuracy = pd.read_csv(run / "accuracy.csv").set_index("name")
-    assert abs(accuracy.loc["auc", "triton"] - accuracy.loc["auc", "source"]) < 1e-9
-    assert accuracy.loc["max_abs_deviation:DENSE_OUTPUT", "triton"] < 1e-5
-    report = json.loads((run / "accuracy.json").read_text())
-    cache = report["embedding_cache"]  # the sparse model's counters, per table and sample
-    assert cache["lookups"] == 26 * report["samples"] and 0 < cache["hit_rate"] < 1
-
-
-@pytest.mark.e2e
-def test_offline_sends_one_request_a_batch_and_counts_its_samples(served_ensemble):
-    from conftest import check_littles_law, flag, perf_commands
-
-    run = served_ensemble / ENSEMBLE_RUN
-    offline = pd.read_csv(run / "offline.csv")
-    assert list(offline["Batch"]) == [1, 64]  # the batch column is B
-    report = json.loads((run / "offline.json").read_text())
-    for row, sent in zip(offline.to_dict("records"), report["requests"], strict=True):
-        batch = row["Batch"]
-        assert sent["Batch"] == sent["samples_per_request"] == batch
-        # inferences/second = B x requests/s (the seed's rows count samples; the CSV rounded)
-        assert row[THROUGHPUT] == pytest.approx(batch * sent["requests/s"], abs=1e-3)
-        assert sent["request_shapes"] == {"EMB_KEY": [26 * batch], "EMB_N_KEY": [1],
-                                          "numerical_features": [batch, 13]}
-    check_littles_law(offline, "offline")  # B x concurrency / latency: requests carry B
-    commands = perf_commands(run / "logs/offline_perf_analyzer.log")
-    assert [flag(c, "-b") for c in commands] == ["1", "1"]
-    for command, batch in zip(commands, (1, 64)):
-        assert f"--shape=EMB_KEY:{26 * batch}" in command
-        assert f"--shape=numerical_features:{batch},13" in command
-    # the seed's protocol at the tiny config's counts: requests made of ensemble.perf_samples
-    # samples of the test split, after a cache warm-up of warmup_samples training samples
-    assert report["request_samples"] == {"samples": 100, "source": "split test",
-                                         "distinct": 100}
-    log = (run / "logs/offline_perf_analyzer.log").read_text()
-    steps = re.findall(r"Successfully read data for 1 stream/streams with (\d+) step", log)
-    assert steps[:2] == ["100", "2"], steps  # ceil(100 / B) requests at B = 1, 64
-    warmup = report["cache_warmup"]
-    assert {k: v for k, v in warmup.items() if k != "seconds"} == {
-        "samples": 128, "batch_size": 64, "requests": 2, "split": "train", "distinct": 64}
-    assert warmup["seconds"] > 0
-    # the session's lookups: the warm-up's and the measured requests', 26 a sample
-    assert report["embedding_cache"]["lookups"] >= 26 * (128 + 100)
-
-
 def test_online_is_not_planned_for_an_ensemble(tmp_path):
     """A dry run of default targets with an hps-* configuration beside a single model:
     only the single model is measured online and has an online plot; asking for the
@@ -427,7 +350,8 @@ def test_online_is_not_planned_for_an_ensemble(tmp_path):
     assert "hps-onnx_fp32/online" not in result.stdout
     assert "hps-onnx_fp32/plots/online_latency.png" not in result.stdout
 
-    refused = snakemake(tmp_path, "-n", f"{ENSEMBLE_RUN}/online.csv", check=False)
+    refused = snakemake(tmp_path, "-n", "results/dlrm-tiny/cpu/hps-onnx_fp32/online.csv",
+                        check=False)
     assert refused.returncode != 0
     assert ("no online scenario for backend 'hps-onnx' (Ensemble: hierarchical embeddings + "
             "ONNX Runtime) of model 'dlrm-tiny': the ensemble takes one request per batch") \

@@ -28,7 +28,7 @@ from conftest import (
 from deploybench.device import gpu_names
 from deploybench.steps.markdown import markdown_table
 from deploybench.tables import PERF_COLUMNS as COLUMNS
-from deploybench.tables import measured_columns
+from deploybench.tables import THROUGHPUT, measured_columns
 from deploybench.triton import config as triton_config
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
@@ -253,6 +253,63 @@ def test_dlrm_tiny_ensemble_end_to_end(built):
     dense_params = sum(int(np.prod(i.dims)) for i in dense.graph.initializer)
     # every dense weight is in the graph (with a few of tf2onnx's constants), no table is
     assert full - tables <= dense_params < full - tables // 2, (dense_params, full, tables)
+
+
+# The ensemble's interface, its accuracy and its offline requests (deploybench.ensemble)
+def test_served_ensemble_takes_the_flattened_interface(built):
+    repo = built / DLRM_ENSEMBLE / "model_repository"
+    top = triton_config.read(repo / "dlrm-tiny/config.pbtxt")
+    assert top.platform == "ensemble" and top.max_batch_size == 0
+    assert [(t.name, t.data_type, list(t.dims)) for t in top.input] == [
+        ("EMB_KEY", mc.TYPE_INT64, [-1]), ("EMB_N_KEY", mc.TYPE_INT32, [1]),
+        ("numerical_features", mc.TYPE_FP32, [-1, 13])]
+    for part in ("dlrm-tiny-sparse", "dlrm-tiny-dense"):
+        assert triton_config.read(repo / part / "config.pbtxt").max_batch_size == 0
+
+
+def test_served_ensemble_predicts_as_the_source_model(built):
+    run = built / DLRM_ENSEMBLE
+    check = pd.read_csv(run / "conversion_check.csv")  # the in-process runner's request
+    assert check["passed"].all() and check["max_abs_error"].max() < 1e-5, check
+    accuracy = pd.read_csv(run / "accuracy.csv").set_index("name")
+    assert abs(accuracy.loc["auc", "triton"] - accuracy.loc["auc", "source"]) < 1e-9
+    assert accuracy.loc["max_abs_deviation:DENSE_OUTPUT", "triton"] < 1e-5
+    report = json.loads((run / "accuracy.json").read_text())
+    cache = report["embedding_cache"]  # the sparse model's counters, per table and sample
+    assert cache["lookups"] == 26 * report["samples"] and 0 < cache["hit_rate"] < 1
+
+
+def test_offline_sends_one_request_a_batch_and_counts_its_samples(built):
+    run = built / DLRM_ENSEMBLE
+    offline = pd.read_csv(run / "offline.csv")
+    assert list(offline["Batch"]) == [1, 64]  # the batch column is B
+    report = json.loads((run / "offline.json").read_text())
+    for row, sent in zip(offline.to_dict("records"), report["requests"], strict=True):
+        batch = row["Batch"]
+        assert sent["Batch"] == sent["samples_per_request"] == batch
+        # inferences/second = B x requests/s (the seed's rows count samples; the CSV rounded)
+        assert row[THROUGHPUT] == pytest.approx(batch * sent["requests/s"], abs=1e-3)
+        assert sent["request_shapes"] == {"EMB_KEY": [26 * batch], "EMB_N_KEY": [1],
+                                          "numerical_features": [batch, 13]}
+    check_littles_law(offline, "offline")  # B x concurrency / latency: requests carry B
+    commands = perf_commands(run / "logs/offline_perf_analyzer.log")
+    assert [flag(c, "-b") for c in commands] == ["1", "1"]
+    for command, batch in zip(commands, (1, 64)):
+        assert f"--shape=EMB_KEY:{26 * batch}" in command
+        assert f"--shape=numerical_features:{batch},13" in command
+    # the seed's protocol at the tiny config's counts: requests made of ensemble.perf_samples
+    # samples of the test split, after a cache warm-up of warmup_samples training samples
+    assert report["request_samples"] == {"samples": 100, "source": "split test",
+                                         "distinct": 100}
+    log = (run / "logs/offline_perf_analyzer.log").read_text()
+    steps = re.findall(r"Successfully read data for 1 stream/streams with (\d+) step", log)
+    assert steps[:2] == ["100", "2"], steps  # ceil(100 / B) requests at B = 1, 64
+    warmup = report["cache_warmup"]
+    assert {k: v for k, v in warmup.items() if k != "seconds"} == {
+        "samples": 128, "batch_size": 64, "requests": 2, "split": "train", "distinct": 64}
+    assert warmup["seconds"] > 0
+    # the session's lookups: the warm-up's and the measured requests', 26 a sample
+    assert report["embedding_cache"]["lookups"] >= 26 * (128 + 100)
 
 
 def test_widedeep_tiny_end_to_end_through_tf2onnx(built):
