@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT
 from deploybench.steps.headline import configuration_headline, configuration_lines, model_lines
+from deploybench.steps.model_report import _dated_line, dated_sets_table
 from deploybench.steps.plots import pareto_front
 from deploybench.steps.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import COMPONENT_SUM, SHARED_MEMORY, THROUGHPUT
@@ -136,6 +137,21 @@ def test_the_model_headline_has_a_line_a_configuration_and_the_fastest(tmp_path)
     assert "accuracy passed; host not contended; deploybench backend" in lines[1]
     assert lines[2] == ("- Fastest offline **cpu fast_fp32** (2,500 inf/s); fastest online "
                         "**cpu fast_fp32** (170 inf/s)")
+
+
+def test_the_model_headline_names_the_fastest_of_the_dated_sets(tmp_path):
+    """Dated sets (results/<model>/<gpu>/<name>-<date>/) hold later runs than the
+    configuration folders: the headline says where their fastest figures are."""
+    for name, throughput in (("early-2026-11-01", 1000.0), ("late-2026-11-02", 3000.0)):
+        folder = tmp_path / "h100" / name
+        (folder / "onnx_fp16").mkdir(parents=True)
+        (folder / "NOTES.md").write_text(f"# {name}\n")
+        pd.DataFrame({THROUGHPUT: [throughput / 2, throughput]}).to_csv(
+            folder / "onnx_fp16/offline.csv", index=False)
+    assert _dated_line(dated_sets_table(tmp_path / "README.md")) == (
+        "\n- Dated measurement sets (2, below, each with its notes): fastest offline 3,000 "
+        "inf/s (h100 late-2026-11-02, onnx_fp16)")
+    assert _dated_line(dated_sets_table(tmp_path / "none" / "README.md")) == ""
 
 
 def test_a_pareto_front_keeps_the_points_nothing_beats():

@@ -5,6 +5,7 @@ and dated measurement sets beside it, and the published tables where the model h
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +48,22 @@ def dated_sets_table(out: Path) -> pd.DataFrame:
                     row[column] = pd.read_csv(config / f"{scenario}.csv")[THROUGHPUT].max()
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _dated_line(dated: pd.DataFrame) -> str:
+    """The headline's word on the dated sets: their fastest figures, which the rows above
+    (the configuration folders) do not hold (later code, partial or repeated runs)."""
+    if not len(dated):
+        return ""
+    best = []
+    for scenario, column in (("offline", "Best offline inf/s"), ("online", "Online max inf/s")):
+        if dated[column].notna().any():
+            row = dated.loc[dated[column].idxmax()]
+            name = re.match(r"\[(.*?)\]", row["Set"]).group(1)
+            best.append(f"{scenario} {row[column]:,.0f} inf/s ({row['GPU']} {name}, "
+                        f"{row['Configuration']})")
+    return (f"\n- Dated measurement sets ({dated['Set'].nunique()}, below, each with its "
+            f"notes): fastest " + "; fastest ".join(best) if best else "")
 
 
 def searches_table(out: Path) -> pd.DataFrame:
@@ -138,7 +155,8 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
             "its shared memory": ratio[SHARED_MEMORY],
         })
     table = pd.DataFrame(rows)
-    lines = model_lines(configuration_headlines(configs))
+    dated = dated_sets_table(out)
+    lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
     if headline:
         with atomic.output(headline) as tmp:
             tmp.write_text(lines + "\n")
@@ -162,7 +180,6 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
                  "search's latency budget (online), against the configuration's own (the "
                  "seed's values); each search's README has every point, the frontier and the "
                  "winner's config.pbtxt.\n\n" + markdown_table(searched))
-    dated = dated_sets_table(out)
     if len(dated):
         text += ("\n\n## Dated measurement sets\n\nRuns kept apart from the configuration "
                  "folders (partial sweeps, repeats, probes), each with its notes, logs and "
