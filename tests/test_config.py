@@ -332,6 +332,7 @@ def test_the_matrix_holds_every_gpu_of_the_seeds_tables():
     assert published <= set(config["matrix"]["gpus"])
 
 
+@pytest.mark.e2e  # the real Snakemake, a dry run
 def test_every_published_table_dry_runs_to_the_configuration_that_reproduces_it(tmp_path):
     """`snakemake seeds`: each GPU key of each seed table, paired by reference.pairs."""
     import re
@@ -548,6 +549,7 @@ def test_export_folders_are_keyed_by_precision():
     assert not any(re.fullmatch(pattern, f) for f in ("onnx-fp8", "tf-savedmodel", "sparse"))
 
 
+@pytest.mark.e2e  # the real Snakemake, a dry run
 def test_dry_run_plans_the_fp16_export_for_bert_gpu_keys_only(tmp_path):
     from conftest import snakemake
 

@@ -332,6 +332,7 @@ def test_online_is_refused_for_an_ensemble_with_the_reason(settings):
         assert "dynamic batching cannot apply" in online_refusal(run)
 
 
+@pytest.mark.e2e  # the real Snakemake, a dry run
 def test_online_is_not_planned_for_an_ensemble(tmp_path):
     """A dry run of default targets with an hps-* configuration beside a single model:
     only the single model is measured online and has an online plot; asking for the

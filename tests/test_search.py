@@ -2,12 +2,16 @@
 settings, the checks of a search's values, the strategies on given results, and real
 Snakemake builds of a tiny search through the real Triton and perf_analyzer."""
 
+import contextlib
+import importlib.util
+import io
 import json
 import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -411,9 +415,20 @@ ONLINE_COLUMNS = ["Batch", "Concurrency", "Inferences/Second", "p99 latency (ms)
                   "avg latency (ms)", "Shared memory", "sum of components (ms)"]
 
 
-def _bench(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts/bench_search.py"), *args],
-                          capture_output=True, text=True)
+def _bench(*args) -> SimpleNamespace:
+    """scripts/bench_search.py's main in this process (six runs: a second of imports each
+    as a command), its exit status and output as a command's."""
+    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "scripts/bench_search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = bench.main(list(args))
+        except SystemExit as stop:  # its refusals: SystemExit(message)
+            print(stop.code, file=sys.stderr)
+            code = 1
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_the_bench_compares_a_partial_grid_only_when_asked(tmp_path):
