@@ -26,6 +26,7 @@ from .backends import (
     PRECISIONS,
     is_ensemble,
 )
+from .merge import deep_merge
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -115,31 +116,6 @@ def check_main(config: dict) -> None:
     refused = baseline.problem(config.get("compare", {}).get("baseline", baseline.PREVIOUS))
     if refused:
         raise ConfigError(refused)
-
-
-def _copied(value):
-    """A copy of parsed YAML (dicts, lists, scalars): copy.deepcopy's memo and dispatch
-    made a third of planning one configuration (every key's settings are merged)."""
-    if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copied(v) for v in value]
-    return value
-
-
-def deep_merge(base: dict, override: dict) -> dict:
-    """`override` over a copy of `base`: nested dicts merged, anything else replaced whole."""
-    merged = _copied(base)
-    _merge_into(merged, override)
-    return merged
-
-
-def _merge_into(merged: dict, override: dict) -> None:
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            _merge_into(merged[key], value)
-        else:
-            merged[key] = _copied(value)
 
 
 def _extended(key: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
