@@ -80,10 +80,10 @@ def parse_point(name: str) -> dict:
 def of_model(model_settings: dict, main: dict | None = None) -> dict:
     """A configuration's search: the model's `search` section (its overrides merged) with
     the main config's `search` (strategy, budget) over it. Empty: no search configured."""
-    search = copy.deepcopy(model_settings.get("search") or {})
+    search = model_settings.get("search") or {}
     if not search:
         return {}
-    search = deep_merge(search, (main or {}).get("search") or {})
+    search = deep_merge(search, (main or {}).get("search") or {})  # a copy of both
     search.setdefault("strategy", "grid")
     search.setdefault("rank", RANK)
     return search
