@@ -1,6 +1,22 @@
 # Plots, README reports, regression reports (compare.md) and their HTML pages.
 
 
+# They read a few small files and take seconds: on a cluster they run where snakemake runs,
+# not as jobs (a job's submission, queue and start cost more than they do).
+localrules:
+    plots,
+    online_plot,
+    rate_plot,
+    configuration_report,
+    model_report,
+    configuration_comparison,
+    model_comparison,
+    configuration_html,
+    model_html,
+    configuration_comparison_html,
+    model_comparison_html,
+
+
 rule plots:
     input:
         offline=cfg("offline.csv"),

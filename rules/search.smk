@@ -6,6 +6,10 @@
 # descent strategy can choose its next points from the ones measured.
 
 
+localrules:
+    search_report,  # as the configuration reports (rules/report.smk)
+
+
 rule search_repository:
     input:
         converted=converted_path,

@@ -190,7 +190,7 @@ def test_served_variants_benchmark_applies_each_variant(built, tmp_path):
     ours = table["served by"] == "deploybench"
     assert (table["model run ms"] < table["server compute ms"])[~ours].all(), table
     run, compute = table["model run ms"][ours], table["server compute ms"][ours]
-    assert (run < 1.05 * compute).all() and (run > 0.5 * compute).all(), table
+    assert (run < 1.15 * compute).all() and (run > 0.5 * compute).all(), table
     assert (table["server compute ms"] < table["avg ms"]).all(), table
     law = table["inf/s"] / (table["batch"] * 1e3 / table["avg ms"])
     assert law.between(0.85, 1.02).all(), table.assign(law=law)

@@ -194,3 +194,17 @@ def test_the_front_page_lists_each_model_with_its_headline_and_links(tmp_path, m
     assert ">all configurations README</a>" in html and ">cpu/onnx_fp32 README</a>" in html
     assert "offline.csv" not in html  # the pages alone
     assert "system-message" not in html  # docutils found nothing wrong
+
+
+def test_the_report_says_how_perf_analyzer_windowed_a_scenario():
+    """From the settings a scenario's JSON recorded (count windows: the count it ran, raised
+    to a third of perf.min_requests online; time windows: their length)."""
+    from deploybench.steps.configuration_report import _perf_settings
+
+    ran = {"protocol": "http", "shared_memory": ["system"], "warmup_windows": 2,
+           "measurement_mode": "count_windows", "measurement_interval_ms": 250,
+           "measurement_request_count": 15}
+    assert _perf_settings(ran) == ("HTTP, shared memory system, 15 requests a window, "
+                                   "warm-up of 2 windows")
+    ran |= {"measurement_mode": "time_windows", "shared_memory": [], "warmup_windows": 0}
+    assert _perf_settings(ran) == "HTTP, shared memory none, 0.25 s windows, no warm-up run"

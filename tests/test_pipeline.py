@@ -97,11 +97,9 @@ def test_full_build_produces_every_artifact(built, settings):
     assert "| Scenario | Batch | Concurrency | Shared memory | process CPU mean (%) |" in telemetry
     assert telemetry.count("| native |") == 2 and "GPU" not in telemetry  # the cpu key
     assert readme.count("process CPU mean (%)") == 1  # the measurement tables: seeds' columns
-    assert ("| perf_analyzer offline | HTTP, shared memory system, 10 requests a window, "
-            "warm-up of 2 windows |") in readme
-    # online: raised to a third of perf.min_requests (45, tiny.yaml) from tft-tiny's 10
-    assert ("| perf_analyzer online | HTTP, shared memory none, 15 requests a window, "
-            "warm-up of 2 windows |") in readme
+    for scenario, memory in (("offline", "system"), ("online", "none")):  # tiny.yaml's windows
+        assert (f"| perf_analyzer {scenario} | HTTP, shared memory {memory}, 0.25 s windows, "
+                "warm-up of 2 windows |") in readme
     model_readme = (built / "results/tft-tiny/README.md").read_text()
     assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in model_readme
     for scenario in ("offline", "online"):  # throughput against latency, linked
@@ -709,7 +707,7 @@ def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
         "targets": [dict(zip(("model", "gpu", "backend", "precision"),
                              ["tft-tiny", "cpu", *Path(r).name.split("_")]))
                     for r in (RUN, second)],
-        "perf": {**strict, "on_unstable": "record", "min_duration_s": 4.0},
+        "perf": {**strict, "on_unstable": "record", "min_duration_s": 2.0},
         "perf_overrides": {"cpu": strict}}))
     started = time.time()  # the copy holds earlier tests' measurements too
     snakemake(work, "--configfile", str(TINY), str(extra))
@@ -722,10 +720,10 @@ def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
             assert (table["window spread (%)"] > 0.001).all(), table
             check_littles_law(table, f"{run} {scenario}")
             assert "recorded as unstable" in (work / run / f"logs/{scenario}.log").read_text()
-        # every level's kept windows span 4 s at least: tft-tiny's levels of 15-request
-        # windows, shorter at first, measured again with longer windows
+        # every level's kept windows span 2 s at least: tft-tiny's levels of three
+        # quarter-second windows, shorter at first, measured again with longer windows
         tails = json.loads((work / run / "online.json").read_text())["tail"]
-        assert all(t["seconds"] >= 4.0 for t in tails), tails
+        assert all(t["seconds"] >= 2.0 for t in tails), tails
         lengthened += [t.get("windows_lengthened", 1) > 1 for t in tails]
         readme = (work / run / "README.md").read_text()
         offline = pd.read_csv(work / run / "offline.csv")

@@ -137,6 +137,35 @@ def test_a_retried_command_doubles_the_request_count():
     assert counts == [50, 100, 200]
 
 
+@pytest.mark.parametrize("mode", ["count_windows", "time_windows"])
+def test_online_windows_hold_min_requests_and_are_lengthened_to_min_duration(mode):
+    """Count windows are raised to a third of perf.min_requests online (not offline); a
+    level whose kept windows fell short of min_requests or min_duration_s is measured
+    again with windows long enough for both at the rate it measured."""
+    from deploybench.steps.performance import _lengthened
+    from deploybench.tail import KEPT_WINDOWS
+    from deploybench.triton import perf_analyzer
+
+    scenario = {"measurement_request_count": 10}
+    run = {**RUN, "model": {**RUN["model"], "online": scenario, "offline": scenario},
+           "perf": {"measurement_mode": mode, "measurement_interval_ms": 250,
+                    "min_requests": 45, "min_duration_s": 4.0}}
+    assert perf_analyzer.window(run, "offline") == (mode, 250, 10)
+    assert perf_analyzer.window(run, "online") == (mode, 250, 15)
+    assert _lengthened(run, {"requests": 300, "seconds": 4.0}, 1) == 0  # it has both
+    for requests, seconds in ((45, 0.75), (20, 5.0), (200, 1.0)):
+        scale = _lengthened(run, {"requests": requests, "seconds": seconds}, 1)
+        assert scale > 1
+        # the kept windows at that scale, at the rate measured
+        if mode == "time_windows":
+            span = seconds * scale
+        else:  # a count window lasts as long as its count takes at that rate
+            span = KEPT_WINDOWS * 15 * scale / (requests / seconds)
+        rate = requests / seconds
+        assert span >= 4.0 and span * rate >= 45, (requests, seconds, scale)
+    assert _lengthened(run, {"requests": 45, "seconds": 0.75}, 3) > 3  # never shorter
+
+
 def _repo_with(work, name, **triton):
     """A copy of the toy repository whose config has these dynamic batcher settings."""
     repo = work / name

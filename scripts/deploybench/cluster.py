@@ -2,13 +2,14 @@
 
 A step that runs on the keyed device (device.runs_on_device) goes where the GPU registry
 places its key and, on a GPU key, asks for exactly one GPU of that type; every other step
-(weights, data, export, FP32 conversion, repository, plots, reports) goes where the `cpu`
-key goes and asks for no GPU. Memory, runtime and CPUs come from the config's `cluster`
-section. The names are the resources the executor plugins read: slurm_partition,
-constraint, gpu + gpu_model (`--gpus=<model>:1`), mem_mb, runtime (minutes),
-cpus_per_task (snakemake-executor-plugin-slurm); machine_type (the node selector
-node.kubernetes.io/instance-type), gpu + gpu_manufacturer (nvidia.com/gpu), mem_mb
-(snakemake-executor-plugin-kubernetes). None leaves a resource unset.
+(weights, data, export, FP32 conversion, repository) goes where the `cpu` key goes and asks
+for no GPU. Plots and reports are local rules (rules/report.smk): no job. Memory, runtime
+and CPUs come from the config's `cluster` section. The names are the resources the
+executor plugins read: slurm_partition, constraint, gpu + gpu_model (`--gpus=<model>:1`),
+mem_mb, runtime (minutes), cpus_per_task (snakemake-executor-plugin-slurm); machine_type
+(the node selector node.kubernetes.io/instance-type), gpu + gpu_manufacturer
+(nvidia.com/gpu), mem_mb (snakemake-executor-plugin-kubernetes). None leaves a resource
+unset.
 """
 
 from __future__ import annotations

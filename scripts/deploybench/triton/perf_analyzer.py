@@ -51,6 +51,8 @@ REQUESTS = "requests/s"  # beside THROUGHPUT (batch x requests/s), in the scenar
 # What perf_analyzer prints (-v) for each window, and when no three windows agreed
 WINDOW = re.compile(r"Pass \[\d+\] throughput: ([0-9.e+]+) infer/sec\. Avg latency: (\d+) usec")
 UNSETTLED = "Failed to obtain stable measurement"
+# a time window that ended before any request did: too short for this level
+EMPTY_WINDOW = "No valid requests recorded within time interval"
 # A stability threshold (%) any three windows meet: the run that records an unstable level
 ANY_SPREAD = 1_000_000
 
@@ -185,7 +187,8 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
             scale: int = 1) -> dict:
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
     cannot stabilise; then, with perf.on_unstable: record, measured once more over three
-    windows of the last attempt's length and kept, flagged unstable. `scale`: windows that
+    windows of the last attempt's length (twice that where a window ended before any
+    request did) and kept, flagged unstable. `scale`: windows that
     many times as long."""
     batch, concurrency = row.batch, row.concurrency
     csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_r{row.rate:g}_{row.shared_memory}.csv"
@@ -220,11 +223,14 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         if measured:
             return measured | {STABLE: True}
         log.write(f"[attempt {number}/{attempts} failed, exit code {result.returncode}]\n")
-    unsettled = UNSETTLED in result.stdout + result.stderr
-    if unsettled and perf["on_unstable"] == "record":
+    output = result.stdout + result.stderr
+    unsettled, empty = UNSETTLED in output, EMPTY_WINDOW in output
+    if (unsettled or empty) and perf["on_unstable"] == "record":
+        # an empty window was too short: the windows of the run kept are twice as long
         log.write(f"[unstable after {attempts} attempts: measured once more over three "
-                  f"windows, recorded as unstable (perf.on_unstable: record)]\n")
-        result, measured = attempt(attempts, stability=ANY_SPREAD)
+                  f"windows{', twice as long' if empty else ''}, recorded as unstable "
+                  f"(perf.on_unstable: record)]\n")
+        result, measured = attempt(attempts + empty, stability=ANY_SPREAD)
         if measured:
             print(f"{scenario}: batch {batch}, concurrency {concurrency}, "
                   f"{row.shared_memory} shared memory did not stabilise within "
@@ -233,7 +239,9 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
             return measured | {STABLE: False}
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
     why = (f"found no stable {scenario} measurement" if unsettled
-           else f"failed (exit code {result.returncode}) on the {scenario} measurement")
+           else f"had a window without a finished request on the {scenario} measurement"
+           if empty else f"failed (exit code {result.returncode}) on the {scenario} "
+           "measurement")
     raise PerfError(
         f"perf_analyzer {why} at batch {batch}, concurrency {concurrency}, "
         f"{row.shared_memory} shared memory in {attempts} attempts (stability_percentage="
