@@ -188,8 +188,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
     """One row, retried up to perf.attempts times (with longer windows) when perf_analyzer
     cannot stabilise; then, with perf.on_unstable: record, measured once more over three
     windows of the last attempt's length (twice that where a window ended before any
-    request did) and kept, flagged unstable. `scale`: windows that
-    many times as long."""
+    request did) and kept, flagged unstable. `scale`: windows that many times as long."""
     batch, concurrency = row.batch, row.concurrency
     csv_path = work / f"pa_{scenario}_b{batch}_c{concurrency}_r{row.rate:g}_{row.shared_memory}.csv"
     perf = run["perf"]
@@ -230,7 +229,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.write(f"[unstable after {attempts} attempts: measured once more over three "
                   f"windows{', twice as long' if empty else ''}, recorded as unstable "
                   f"(perf.on_unstable: record)]\n")
-        result, measured = attempt(attempts + empty, stability=ANY_SPREAD)
+        result, measured = attempt(attempts + 1 if empty else attempts, stability=ANY_SPREAD)
         if measured:
             print(f"{scenario}: batch {batch}, concurrency {concurrency}, "
                   f"{row.shared_memory} shared memory did not stabilise within "
@@ -238,10 +237,12 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
                   f"unstable (window spread {measured[WINDOW_SPREAD]} %)")
             return measured | {STABLE: False}
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
-    why = (f"found no stable {scenario} measurement" if unsettled
-           else f"had a window without a finished request on the {scenario} measurement"
-           if empty else f"failed (exit code {result.returncode}) on the {scenario} "
-           "measurement")
+    if unsettled:
+        why = f"found no stable {scenario} measurement"
+    elif empty:
+        why = f"had a window without a finished request on the {scenario} measurement"
+    else:
+        why = f"failed (exit code {result.returncode}) on the {scenario} measurement"
     raise PerfError(
         f"perf_analyzer {why} at batch {batch}, concurrency {concurrency}, "
         f"{row.shared_memory} shared memory in {attempts} attempts (stability_percentage="
