@@ -157,11 +157,11 @@ def test_online_windows_hold_min_requests_and_are_lengthened_to_min_duration(mod
         scale = _lengthened(run, {"requests": requests, "seconds": seconds}, 1)
         assert scale > 1
         # the kept windows at that scale, at the rate measured
+        rate = requests / seconds
         if mode == "time_windows":
             span = seconds * scale
         else:  # a count window lasts as long as its count takes at that rate
-            span = KEPT_WINDOWS * 15 * scale / (requests / seconds)
-        rate = requests / seconds
+            span = KEPT_WINDOWS * 15 * scale / rate
         assert span >= 4.0 and span * rate >= 45, (requests, seconds, scale)
     assert _lengthened(run, {"requests": 45, "seconds": 0.75}, 3) > 3  # never shorter
 
