@@ -174,8 +174,10 @@ def main() -> None:
         one = layout.fill(layout.configuration("offline.csv"), **config["targets"][0])
         empty = Path(tmp) / "one"
         empty.mkdir()
-        one_runs = sorted(snakemake(empty, snakefile, *configfiles, "-n", one) for _ in range(3))
-        one_s, one_out = one_runs[1]
+        runs = 1 if args.smoke else 3  # the median of three; the smoke run checks counts
+        one_runs = sorted(snakemake(empty, snakefile, *configfiles, "-n", one)
+                          for _ in range(runs))
+        one_s, one_out = one_runs[len(one_runs) // 2]
         floor_s, floor_jobs = floor(Path(tmp), len({k[0] for k in keys}), len(keys))
         materialise(work, configfiles, targets)
         noop_s, noop_out = snakemake(work, snakefile, *configfiles, "-n", *targets)

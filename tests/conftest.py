@@ -2,6 +2,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,23 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
     if not table:
         return {}
     return {line.split()[0]: int(line.split()[1]) for line in table.group(1).splitlines()}
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory) -> Path:
+    """The tiny config's default build (tft-tiny, cpu, onnx, fp32: every step and report),
+    made once a session and never changed: a module copies it (copy_build) and re-runs
+    only what its own settings change, as a user's second run would."""
+    work = tmp_path_factory.mktemp("tiny-build")
+    result = snakemake(work)
+    (work / "terminal.txt").write_text(result.stderr + result.stdout)  # what the user saw
+    return work
+
+
+def copy_build(build: Path, to: Path) -> Path:
+    """A copy of a built workdir (results, Snakemake's records, their times) at `to`."""
+    shutil.copytree(build, to, symlinks=True)
+    return to
 
 
 @pytest.fixture(scope="session")

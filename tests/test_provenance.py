@@ -2,6 +2,7 @@
 
 import subprocess
 
+from deploybench import provenance
 from deploybench.provenance import code_digest, commits_with_code, git_revision
 
 
@@ -47,3 +48,15 @@ def test_a_dirty_copy_names_the_commit_that_holds_its_code(tmp_path):
 
 def test_outside_a_checkout_there_is_no_revision(tmp_path):
     assert git_revision(tmp_path) is None
+
+
+def test_torchs_cuda_build_is_read_from_its_version_file(tmp_path):
+    """What torch.version.cuda says, without importing torch: the installed build's, and
+    a CUDA build's file as torch writes it."""
+    import torch
+
+    assert provenance._torch_build() == {"cuda": torch.version.cuda}
+    (tmp_path / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.11.0+cu130'\ndebug = False\n"
+        "cuda: Optional[str] = '13.0'\nhip: Optional[str] = None\n")
+    assert provenance.torch_cuda(tmp_path / "version.py") == "13.0"

@@ -12,22 +12,23 @@ import PIL.Image
 import pytest
 import yaml
 
-from conftest import ROOT, TINY, snakemake
+from conftest import ROOT, TINY, copy_build, snakemake
 from deploybench.steps import rate as rate_step
 from deploybench.tables import TAIL_REQUESTS
 from deploybench.triton import config as triton_config
 
 pytestmark = pytest.mark.e2e
 RUN = "results/tft-tiny/cpu/onnx_fp32"
-RATE = {"batch_size": 1, "rates": [20, 100, 3000], "distribution": "poisson",
+RATE = {"batch_size": 1, "rates": [50, 100, 3000], "distribution": "poisson",
         "p99_budget_ms": 20, "bisection_steps": 2, "min_requests": 150, "min_window_ms": 500,
         "level_timeout_s": 30}
 
 
 @pytest.fixture(scope="module")
-def rated(tmp_path_factory):
-    """tft-tiny's onnx configuration with a rate section (a copy of the test models)."""
-    work = tmp_path_factory.mktemp("rate")
+def rated(tiny_build, tmp_path_factory):
+    """tft-tiny's onnx configuration with a rate section (a copy of the test models), in a
+    copy of the tiny build: the rate step runs, and the steps the perf settings feed."""
+    work = copy_build(tiny_build, tmp_path_factory.mktemp("rate") / "work")
     models = work / "models"
     shutil.copytree(ROOT / "tests/config/models", models)
     tiny = yaml.safe_load((models / "tft-tiny.yaml").read_text())

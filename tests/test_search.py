@@ -18,7 +18,7 @@ import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from conftest import ROOT, main_config, planned_jobs, snakemake
+from conftest import ROOT, copy_build, main_config, planned_jobs, snakemake
 from deploybench import search
 from deploybench.config import ConfigError, Settings
 from deploybench.steps import performance
@@ -261,8 +261,9 @@ def test_only_a_points_own_failure_is_recorded(tmp_path, monkeypatch, error, rec
 # --- real Snakemake, Triton and perf_analyzer on the tiny model --------------------------
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("search")
+def work(tiny_build, tmp_path_factory):
+    """A copy of the tiny build: the search's points serve its converted model."""
+    return copy_build(tiny_build, tmp_path_factory.mktemp("search") / "work")
 
 
 def _summary(work: Path) -> dict:

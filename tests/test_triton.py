@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -59,7 +60,8 @@ def test_generated_config_parses_with_tritons_schema(toy_repo):
 
 @pytest.mark.e2e
 def test_server_serves_the_model_and_always_stops(toy_repo, monkeypatch):
-    """...and holds the device lock it was handed for as long as it runs."""
+    """...and holds the device lock it was handed for as long as it runs; its stop leaves
+    neither the server nor its python-backend stub running, nor shared memory of theirs."""
     work, model = toy_repo
     monkeypatch.setenv("DEPLOYBENCH_LOCK_DIR", str(work / "locks"))
     with locks.device_lock("cpu") as held:
@@ -71,9 +73,13 @@ def test_server_serves_the_model_and_always_stops(toy_repo, monkeypatch):
             np.testing.assert_allclose(y, model(torch.from_numpy(x)).detach().numpy(),
                                        atol=1e-5)
             assert f"{server.pid} (tritonserver)" in locks.holders(held.fd)
-            port = server.ports["http"]
+            port, prefix = server.ports["http"], server.shm_prefix
+            group = [server.pid, *(p.pid for p in psutil.Process(server.pid).children())]
+            assert len(group) > 1 and list(Path("/dev/shm").glob(f"{prefix}*"))  # a stub's
             raise RuntimeError("boom")
         assert server._proc is None and locks.holders(held.fd) == []
+        assert not [pid for pid in group if psutil.pid_exists(pid)]  # nor a zombie
+        assert not list(Path("/dev/shm").glob(f"{prefix}*"))
     with socket.socket() as sock:  # the port is free again: the server is gone
         sock.bind(("127.0.0.1", port))
 

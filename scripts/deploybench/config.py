@@ -358,6 +358,7 @@ class Settings:
             **({"export_precision": exported} if exported != EXPORT_PRECISION else {}),
             "server": self.config["server"],
             "perf": self.perf_settings(gpu),
+            "native": self.config["native"],
             "allow_gpu_mismatch": self.config.get("allow_gpu_mismatch", False),
         }
 
@@ -449,7 +450,8 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "convert": (_COMMON, ("inputs", "outputs", "triton", "ensemble")),
     "conversion_check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble",
                                     "compile_mode")),
-    "native": (_COMMON, ("inputs", "outputs", "triton", "offline", "ensemble", "compile_mode")),
+    "native": ((*_COMMON, "native"), ("inputs", "outputs", "triton", "offline", "ensemble",
+                                      "compile_mode")),
     # the server's backends decide who serves it
     "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble", "compile_mode")),
     "floor": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -33,6 +35,25 @@ def _version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def _torch_build() -> dict:
+    """{"cuda": the CUDA version torch was built for}, {} without torch: read from its
+    version.py, since importing torch costs a measuring step a second."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    return {"cuda": torch_cuda(Path(spec.submodule_search_locations[0]) / "version.py")}
+
+
+def torch_cuda(version_py: Path) -> str | None:
+    """`cuda` of a torch/version.py (None: a CPU build), parsed, never run."""
+    for node in ast.parse(version_py.read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "cuda":
+            return ast.literal_eval(node.value)
+    return None
 
 
 def _nvidia_smi() -> dict:
@@ -163,13 +184,8 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
                      ("torch", "onnxruntime", "onnx", "tritonclient", "nvidia-pytriton",
                       "snakemake", "numpy")},
         **_nvidia_smi(),
+        **_torch_build(),
     }
-    try:
-        import torch
-
-        info["cuda"] = torch.version.cuda
-    except ImportError:
-        pass
     if server_metadata:
         info["triton"] = {"name": server_metadata.get("name"),
                           "version": server_metadata.get("version")}

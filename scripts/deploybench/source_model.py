@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from . import plugins
 from .tensors import batched, numpy_dtype
@@ -39,6 +38,8 @@ def _built(model, settings: dict):
 def save_weights(settings: dict, out: Path) -> None:
     """The weights file every later step starts from (torch.save of tensors for both
     frameworks: a Keras model's weights as a list, in get_weights() order)."""
+    import torch  # here, not above: the measuring steps import this module, never torch
+
     plugin = plugins.load(settings["plugin"])
     w = settings["weights"]
     model = plugin.build_model(settings["hparams"], w["checkpoint"], w["seed"])
@@ -52,6 +53,8 @@ def save_weights(settings: dict, out: Path) -> None:
 
 def load(settings: dict, weights: Path):
     """The FP32 source model (torch.nn.Module in eval mode, or a Keras model)."""
+    import torch
+
     plugin = plugins.load(settings["plugin"])
     model = plugin.build_model(settings["hparams"], None, settings["weights"]["seed"])
     saved = torch.load(weights, map_location="cpu", weights_only=True)
@@ -63,12 +66,16 @@ def load(settings: dict, weights: Path):
 
 
 def weights_origin(weights: Path) -> str:
+    import torch
+
     return torch.load(weights, map_location="cpu", weights_only=True)["origin"]
 
 
 def run(model, inputs: list[np.ndarray], batch_size: int) -> list:
     """Outputs of a source model (torch or Keras) over `inputs`, batch by batch, as numpy
     arrays."""
+    import torch
+
     if not isinstance(model, torch.nn.Module):  # Keras: inference mode, numpy out
         def infer_keras(arrays):
             result = model(arrays, training=False)

@@ -24,8 +24,8 @@ from ..host_load import HostLoad
 from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
 
-def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path,
-           min_seconds: float = 2.0) -> None:
+def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path) -> None:
+    min_seconds = spec["native"]["min_seconds"]
     checked = device.check(spec["gpu"], spec["allow_gpu_mismatch"])
     measured = device.measured_device(checked)
     with locks.device_lock(measured) as held, HostLoad(measured) as load:

@@ -22,6 +22,7 @@ tensors, the same in every process), and `stop` removes what is left under it, a
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import secrets
@@ -32,6 +33,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+import psutil
 import tritonclient.http as httpclient
 
 from .install import Install
@@ -128,6 +130,30 @@ def _exit_reason(code: int) -> str:
     if code < 0:
         return f"killed by signal {signal.Signals(-code).name}"
     return f"exit code {code}"
+
+
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+
+
+def _adopt_orphans() -> None:
+    """Make this process the parent of its descendants that lose theirs: the stubs of a
+    killed server come here to be reaped, instead of waiting as zombies for an init that
+    in a container may never reap them."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 class TritonServer:
@@ -264,6 +290,7 @@ class TritonServer:
     def start(self) -> TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_shared_memory()
+        _adopt_orphans()
         self._log = open(self.log_path, "w")
         self._proc = subprocess.Popen(
             self._command(),
@@ -298,18 +325,30 @@ class TritonServer:
                           f"log {self.log_path}:\n{self.log_tail()}")
 
     def stop(self) -> None:
+        """Stop the server and its python-backend stubs, then remove the shared memory they
+        leave. A server that is a process of ours is killed with its process group: nothing
+        is read from it after its measurement, and Triton's orderly unload only waits (it
+        polls its models once a second: 2.7 s a server with a python-backend model). A
+        container's is stopped in order: the docker client passes SIGTERM on, not SIGKILL."""
         if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.terminate()  # the server unloads models and stops its stubs
+            group = self._proc.pid  # the server's, its stubs' (start_new_session)
+            stubs = [p.pid for p in _children(group) if _group_of(p.pid) == group]
+            if self.install.launcher and self._proc.poll() is None:
+                self._proc.terminate()
                 try:
                     self._proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     pass
-            try:  # python backend stubs that outlived the server
-                os.killpg(self._proc.pid, signal.SIGKILL)
+            try:  # the server and its stubs (a container's that outlived its stop)
+                os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self._proc.wait()
+            for pid in stubs:  # handed to this process (_adopt_orphans): reaped here
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:  # reaped already, or another process's child
+                    pass
         if self._log is not None:
             self._log.close()
         if self.shm_prefix:  # regions a stub or a killed perf_analyzer left behind
