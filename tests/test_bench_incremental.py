@@ -1,11 +1,12 @@
-"""scripts/bench_incremental.py in its smoke mode: the tests' tiny matrix planned by the
-real Snakemake, marked built, then re-planned after each change."""
+"""scripts/bench_incremental.py in its smoke mode: the tests' tiny matrix on the cpu key
+planned by the real Snakemake, marked built, then re-planned after each change."""
 
 import re
 import subprocess
 import sys
 
 import pytest
+from bench_incremental import SMOKE_MATRIX
 
 from conftest import ROOT, main_config
 from deploybench.config import Settings
@@ -20,7 +21,8 @@ def test_smoke_run_prints_consistent_job_counts():
     rows = {m.group(1).strip(): (int(m.group(2)), float(m.group(3)))
             for m in re.finditer(r"^(.+?)\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+$",
                                  result.stdout, re.M)}
-    configurations = len(Settings(main_config()).matrix())
+    configurations = len(Settings(main_config(**SMOKE_MATRIX)).matrix())
+    assert f"matrix: {configurations} configurations (1 models)" in result.stdout
     full, _ = rows["full plan"]
     # per configuration: convert, conversion_check, native, floor, model_repository,
     # accuracy, offline, online, plots, configuration_report; per model: weights, data, eval set,

@@ -133,13 +133,17 @@ def _exit_reason(code: int) -> str:
 
 
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+_running = 0  # servers this process started and has not stopped
 
 
-def _adopt_orphans() -> None:
-    """Make this process the parent of its descendants that lose theirs: the stubs of a
-    killed server come here to be reaped, instead of waiting as zombies for an init that
-    in a container may never reap them."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+def _adopt_orphans(adopt: bool) -> None:
+    """While this process runs a server, make it the parent of its descendants that lose
+    theirs: the stubs of a killed server come here to be reaped, instead of waiting as
+    zombies for an init that in a container may never reap them."""
+    global _running
+    _running += 1 if adopt else -1
+    if _running == (1 if adopt else 0):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(adopt), 0, 0, 0)
 
 
 def _children(pid: int) -> list[psutil.Process]:
@@ -290,7 +294,6 @@ class TritonServer:
     def start(self) -> TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_shared_memory()
-        _adopt_orphans()
         self._log = open(self.log_path, "w")
         self._proc = subprocess.Popen(
             self._command(),
@@ -300,6 +303,7 @@ class TritonServer:
             pass_fds=self.keep_fds,
             start_new_session=True,  # so stop() can signal the server and its stubs together
         )
+        _adopt_orphans(True)  # undone by stop(), which runs whenever _proc is set
         # closed at once: an open connection makes the server's stop wait its exit timeout
         with closing(httpclient.InferenceServerClient(self.http_url)) as client:
             self._wait(client.is_server_live, self.start_timeout_s, "live")
@@ -349,6 +353,7 @@ class TritonServer:
                     os.waitpid(pid, 0)
                 except ChildProcessError:  # reaped already, or another process's child
                     pass
+            _adopt_orphans(False)
         if self._log is not None:
             self._log.close()
         if self.shm_prefix:  # regions a stub or a killed perf_analyzer left behind
