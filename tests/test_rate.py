@@ -17,11 +17,10 @@ from deploybench.steps import rate as rate_step
 from deploybench.tables import TAIL_REQUESTS
 from deploybench.triton import config as triton_config
 
-pytestmark = pytest.mark.e2e
 RUN = "results/tft-tiny/cpu/onnx_fp32"
-RATE = {"batch_size": 1, "rates": [50, 100, 3000], "distribution": "poisson",
-        "p99_budget_ms": 20, "bisection_steps": 2, "min_requests": 150, "min_window_ms": 500,
-        "level_timeout_s": 30}
+RATE = {"batch_size": 1, "rates": [50, 100, 6000], "distribution": "poisson",
+        "p99_budget_ms": 20, "bisection_steps": 1, "min_requests": 150, "min_window_ms": 500,
+        "level_timeout_s": 15}  # a level that finishes takes 5-7 s; a saturated one, more
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +41,7 @@ def rated(tiny_build, tmp_path_factory):
     return work
 
 
+@pytest.mark.e2e
 def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
     table = pd.read_csv(rated / RUN / "rate.csv")
     assert set(table["Distribution"]) == {"poisson"}
@@ -53,8 +53,9 @@ def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
     assert len(kept_up) == 2 and answered.between(0.95, 1.05).all(), kept_up
     drawn = kept_up[rate_step.SENT] / kept_up[rate_step.OFFERED]
     assert drawn.between(0.75, 1.25).all(), kept_up
-    # the tiny model on 2 cores: beyond the budget, measured or not finished in time
-    saturated = table[table[rate_step.OFFERED] == 3000].iloc[0]
+    # twice what the tiny model answers on 2 cores (about 3,000/s): beyond the budget,
+    # measured or not finished in time
+    saturated = table[table[rate_step.OFFERED] == 6000].iloc[0]
     assert not saturated[rate_step.WITHIN], saturated
     measured = table.dropna(subset=[rate_step.ACHIEVED])
     assert (measured["Inferences/Second"] == measured[rate_step.ACHIEVED]).all()  # batch 1
@@ -62,6 +63,7 @@ def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
     assert "--request-distribution poisson" in command and "--async" in command
 
 
+@pytest.mark.e2e
 def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
     """The export's requests are those of perf_analyzer's kept windows: its p50 and p90
     within the level's window spread (and 10 %) of perf_analyzer's, its p99 within the
@@ -82,6 +84,7 @@ def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
         assert values == sorted(values), level
 
 
+@pytest.mark.e2e
 def test_the_maximum_rate_is_bracketed_by_a_level_within_and_one_beyond(rated):
     result = json.loads((rated / RUN / "rate.json").read_text())
     found = result["max_rate_within_budget"]
@@ -95,6 +98,7 @@ def test_the_maximum_rate_is_bracketed_by_a_level_within_and_one_beyond(rated):
     assert len(table) == len(RATE["rates"]) + RATE["bisection_steps"]
 
 
+@pytest.mark.e2e
 def test_the_batches_triton_formed_are_counted_per_level(rated):
     """Each level's executions by batch size: every request of its kept windows was in
     one of them (the counts also hold perf_analyzer's earlier windows), none above the
@@ -108,6 +112,7 @@ def test_the_batches_triton_formed_are_counted_per_level(rated):
         assert max(formed) <= max_batch
 
 
+@pytest.mark.e2e
 def test_the_report_shows_the_rate_section_and_its_plot(rated):
     readme = (rated / RUN / "README.md").read_text()
     assert "## Rate scenario (open loop)" in readme
@@ -117,6 +122,7 @@ def test_the_report_shows_the_rate_section_and_its_plot(rated):
         assert image.width > 500
 
 
+@pytest.mark.e2e
 def test_a_level_that_does_not_finish_in_time_counts_as_beyond_the_budget(rated, tmp_path):
     """A level perf_analyzer does not finish within rate.level_timeout_s is killed and kept
     as beyond the budget (the server drained before the next one), with its host load:
@@ -141,6 +147,7 @@ def test_a_level_that_does_not_finish_in_time_counts_as_beyond_the_budget(rated,
     assert result["max_rate_within_budget"]["rate"] is None
 
 
+@pytest.mark.e2e
 def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypatch):
     """An export in perf_analyzer's layout with five windows, the first two slow (it was
     settling): only the last three windows' requests count, read alike in chunks that cut
@@ -172,3 +179,41 @@ def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypa
     assert found["p50"]["value"] == pytest.approx(float(np.percentile(expected, 50)))
     for q in found.values():
         assert q["ci95"][0] <= q["value"] <= q["ci95"][1]
+
+
+def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
+    """Within the budget: p99 within it, answered at 95 % of the rate sent, and sent at the
+    offered rate up to a Poisson draw's spread (4 standard deviations: 1,000 requests
+    expected, 873 at least); the bracket's sentence says which failed."""
+    keeps = rate_step.keeps_budget
+    assert keeps(10, 20, offered=1000, sent=1000, achieved=990, sending_s=1)
+    assert not keeps(21, 20, offered=1000, sent=1000, achieved=990, sending_s=1)
+    assert not keeps(10, 20, offered=1000, sent=1000, achieved=940, sending_s=1)
+    assert keeps(10, 20, offered=1000, sent=874, achieved=874, sending_s=1)
+    assert not keeps(10, 20, offered=1000, sent=872, achieved=872, sending_s=1)
+
+    def level(offered, p99, sent, achieved):
+        return {rate_step.OFFERED: offered, rate_step.EVERY["p99"]: p99,
+                rate_step.SENT: sent, rate_step.ACHIEVED: achieved,
+                rate_step.P99_CI[0]: p99 - 1, rate_step.P99_CI[1]: p99 + 1,
+                rate_step.THROUGHPUT: achieved,
+                rate_step.WITHIN: keeps(p99, 20, offered, sent, achieved, 2.0)}
+
+    def bisected(server_answers, client_sends):
+        """The bracket found from 1,000 (within) and 8,000/s, two steps more."""
+        def measure(offered):
+            sent = min(offered, client_sends)
+            slow = sent > server_answers
+            levels.append(level(offered, 900 if slow else 5, sent, min(sent, server_answers)))
+        levels = [level(1000, 5, 1000, 1000)]
+        measure(8000)
+        return rate_step._bisect(levels, measure, steps=2, budget=20)
+
+    found = bisected(server_answers=3000, client_sends=10_000)
+    assert found["bracket"] == [2750, 4500] and found["beyond"] == "exceeded it (p99 900 ms)"
+    found = bisected(server_answers=10_000, client_sends=5000)
+    assert found["bracket"] == [4500, 6250], found
+    assert found["beyond"].startswith("could not be offered (perf_analyzer sent 5000/s")
+    levels = [level(1000, 5, 1000, 1000), level(2000, 5, 2000, 1500)]
+    found = rate_step._bisect(levels, None, steps=0, budget=20)
+    assert found["bracket"] == [1000, 2000] and found["beyond"].startswith("built a backlog")

@@ -43,7 +43,8 @@ from .performance import warmed_server, write
 # over its kept windows; achieved: what was answered, from the first send to the last answer
 OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"
 WITHIN = "Within budget"
-# A level keeps the budget where its p99 does and the server kept up: answered at least this
+# A level keeps the budget where its p99 does, the load generator sent the offered rate (a
+# client that falls behind tests a lower one) and the server kept up: answered at least this
 # share of the rate the requests were sent at (a backlog grows otherwise)
 SUSTAINED = 0.95
 RATE_COLUMNS = ["Batch", "Distribution", OFFERED, SENT, ACHIEVED, THROUGHPUT, *TAIL_COLUMNS, WITHIN,
@@ -89,7 +90,7 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
                                 len(sweep) + settings["bisection_steps"])
             for row in sweep:
                 measure(row.rate)
-            found = _bisect(levels, measure, settings["bisection_steps"])
+            found = _bisect(levels, measure, settings["bisection_steps"], budget)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     table = pd.DataFrame(sorted(levels, key=lambda r: r[OFFERED]), columns=RATE_COLUMNS)
@@ -150,11 +151,35 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     level = {**measured, "Distribution": row.distribution, OFFERED: row.rate, SENT: sent,
              ACHIEVED: achieved, THROUGHPUT: achieved * row.batch,
              **tail_row(len(latencies), seconds, tails),
-             WITHIN: tails["p99"]["value"] <= budget and achieved >= SUSTAINED * sent}
+             WITHIN: keeps_budget(tails["p99"]["value"], budget, row.rate, sent, achieved,
+                                  sending)}
     report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
               "percentiles_ms": tails, "executions_by_batch": formed,
               "host_load": load.result, "telemetry": sampled.result}
     return level, report
+
+
+def keeps_budget(p99_ms: float, budget_ms: float, offered: float, sent: float,
+                 achieved: float, sending_s: float) -> bool:
+    """Whether a level keeps the budget: its p99 does, the server kept up with the requests
+    sent, and they went out at the offered rate: their count within four standard deviations
+    of a Poisson count's mean at that rate over their span (a client falling behind sends
+    fewer, and tests a lower rate)."""
+    expected = offered * sending_s
+    return (p99_ms <= budget_ms and achieved >= SUSTAINED * sent
+            and sent * sending_s >= expected - 4 * math.sqrt(expected) - 1)
+
+
+def _why_beyond(level: dict, budget: float) -> str:
+    """What kept a level out of the budget, in the words of the report's sentence."""
+    if EVERY["p99"] not in level:
+        return "did not finish in time"
+    if level[EVERY["p99"]] > budget:
+        return f"exceeded it (p99 {level[EVERY['p99']]:.3g} ms)"
+    if level[ACHIEVED] < SUSTAINED * level[SENT]:
+        return f"built a backlog (answered {level[ACHIEVED]:.4g} of {level[SENT]:.4g}/s sent)"
+    return (f"could not be offered (perf_analyzer sent {level[SENT]:.4g}/s: the load "
+            "generator fell behind)")
 
 
 def _drain(server, model: str, quiet_s: float = 2.0, limit_s: float = 300.0) -> None:
@@ -170,7 +195,7 @@ def _drain(server, model: str, quiet_s: float = 2.0, limit_s: float = 300.0) -> 
         time.sleep(0.5)
 
 
-def _bisect(levels: list[dict], measure, steps: int) -> dict:
+def _bisect(levels: list[dict], measure, steps: int, budget: float) -> dict:
     """The highest rate within the budget: between the highest measured rate within it
     and the lowest beyond it above that, `steps` more levels, each halving the bracket."""
     def bracket():
@@ -187,7 +212,9 @@ def _bisect(levels: list[dict], measure, steps: int) -> dict:
         measure(round((low + high) / 2, 3))
         low, high = bracket()
     best = next((r for r in levels if r[OFFERED] == low), None)
+    beyond = next((r for r in levels if r[OFFERED] == high), None)
     return {"rate": low, "bracket": [low, high],
+            "beyond": _why_beyond(beyond, budget) if beyond else None,
             "p99_ms": best[EVERY["p99"]] if best else None,
             "p99_ci95_ms": [best[P99_CI[0]], best[P99_CI[1]]] if best else None,
             "throughput": best[THROUGHPUT] if best else None,
@@ -196,16 +223,17 @@ def _bisect(levels: list[dict], measure, steps: int) -> dict:
 
 def _max_rate_sentence(found: dict, budget: float) -> str:
     low, high = found["bracket"]
+    beyond = found.get("beyond", "did not keep it")  # a rate.json of before 2026-11-27
     if low is None:
         return (f"No rate measured kept p99 within {budget:g} ms (the lowest, "
-                f"{high:g} requests/s, did not): lower rate.rates.")
+                f"{high:g} requests/s, {beyond}): lower rate.rates.")
     if high is None:
         return (f"Every rate measured kept p99 within {budget:g} ms: the maximum is above "
                 f"{low:g} requests/s (p99 {found['p99_ms']:.3g} ms); raise rate.rates.")
     return (f"Maximum rate with p99 within {budget:g} ms: {low:g} requests/s "
             f"({found['throughput']:.5g} inferences/s, p99 {found['p99_ms']:.3g} ms, 95 % interval "
             f"{found['p99_ci95_ms'][0]:.3g}-{found['p99_ci95_ms'][1]:.3g}); {high:g} "
-            f"requests/s exceeded it.")
+            f"requests/s {beyond}.")
 
 
 def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
