@@ -14,12 +14,12 @@ BURN = "import time; end = time.time() + {s}\nwhile time.time() < end: pass"
 
 def test_a_busy_neighbour_is_contention():
     # sh starts the burner in the background and exits: the burner is nobody's child here
-    subprocess.run(["sh", "-c", f"{sys.executable} -c '{BURN.format(s=4)}' &"], check=True)
-    time.sleep(0.5)
+    subprocess.run(["sh", "-c", f"{sys.executable} -c '{BURN.format(s=2.3)}' &"], check=True)
+    time.sleep(0.3)
     with HostLoad() as load:
-        time.sleep(2.5)
+        time.sleep(1.5)
     assert load.result["other_cpu_cores"] > 0.7 and load.result["contended"], load.result
-    time.sleep(1.5)  # the burner is done
+    time.sleep(0.6)  # the burner is done
 
 
 def test_the_steps_own_processes_are_not_contention():
@@ -29,7 +29,7 @@ def test_the_steps_own_processes_are_not_contention():
     start = time.monotonic()
     with HostLoad() as load:  # a child burning a core, as perf_analyzer or a server would
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", BURN.format(s=2.5)], check=True)
+        subprocess.run([sys.executable, "-c", BURN.format(s=1.5)], check=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - start
     child = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)

@@ -104,7 +104,7 @@ def test_another_users_lock_is_waited_on_with_a_bound_and_never_remoded(
     assert stat.S_IMODE(before.st_mode) == 0o600 and before.st_uid == other_user.uid
     # Root may open it, so it waits for the other user's lock, whatever its mode.
     holder = subprocess.Popen(["runuser", "-u", OTHER_USER, "--", "flock", str(lock),
-                               "sleep", "3"], start_new_session=True)
+                               "sleep", "1.5"], start_new_session=True)
     try:
         wait_until_locked(lock)
         monkeypatch.setenv(locks.TIMEOUT_ENV, "0.5")
@@ -117,7 +117,7 @@ def test_another_users_lock_is_waited_on_with_a_bound_and_never_remoded(
         with locks.device_lock("cpu") as held:
             waited = time.monotonic() - start
             assert held.record["scope"] == "host" and held.record["lock"] == str(lock)
-        assert waited > 1.0 and held.record["waited_s"] > 1.0, (waited, held.record)
+        assert waited > 0.3 and held.record["waited_s"] > 0.3, (waited, held.record)
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
