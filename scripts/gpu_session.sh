@@ -11,6 +11,8 @@
 # of the tree, and goes on after the call returns (the device keeps such a process while
 # the machine is held): a later DETACH=1 call waits on that run instead of starting one,
 # so a job longer than a call (a slow key's offline sweep) completes over several calls.
+# RUNFILE: the run files (default config/runs/h100.yaml; several, space-separated, are
+# merged in order), whose targets order the jobs.
 set -uo pipefail
 box=$1
 shift
@@ -26,6 +28,7 @@ export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0 \
 [ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++
 out=${OUT:-/tmp/out}
 work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
+read -ra runfiles <<<"${RUNFILE:-config/runs/h100.yaml}"
 mkdir -p "$out" "$work"
 pythonpath=${PYTHONPATH:-}
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz
@@ -49,7 +52,7 @@ if [ -n "${DETACH:-}" ]; then
         PYTHONPATH=$pythonpath setsid bash -c \
             'bash "$0/.repo/scripts/offline_run.sh" "$@"; echo $? >"$0/snakemake.rc"' \
             "$work" "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$work/.repo/Snakefile" \
-            --directory "$work" --configfile "$work/.repo/config/runs/h100.yaml" -c16 \
+            --directory "$work" --configfile "${runfiles[@]/#/$work/.repo/}" -c16 \
             --keep-going --rerun-incomplete "$@" >"$work/snakemake.log" 2>&1 </dev/null &
         echo $! >"$work/snakemake.pid"
     fi
@@ -69,7 +72,7 @@ else
     # call's results).
     timeout -k 10 "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
         --snakefile "$repo/Snakefile" --directory "$work" \
-        --configfile "$repo/config/runs/h100.yaml" -c16 --keep-going --rerun-incomplete \
+        --configfile "${runfiles[@]/#/$repo/}" -c16 --keep-going --rerun-incomplete \
         "$@" >"$out/snakemake.log" 2>&1
     echo "snakemake exit: $?"
 fi

@@ -19,7 +19,13 @@ into `<out>/offline-py<X.Y>.tar.xz`. On the target:
     python3 -m snakemake ...
 (scripts/offline_run.sh does this.)
 
+ONNX Runtime on the target's GPU takes onnxruntime-gpu, a bundle of its own (~200 MB),
+unpacked by scripts/offline_env.sh in front of the target's CPU build where it lies beside
+the first; `--part-mib N` also splits it in parts for transfers limited in size (joined
+with `cat onnxruntime-gpu-py3.12.tar.xz.part* > onnxruntime-gpu-py3.12.tar.xz`).
+
 Usage: python scripts/pack_offline.py --python 3.12 --out .pack
+       python scripts/pack_offline.py --python 3.12 --out .pack --onnxruntime-gpu 1.31.1
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).
 ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12",
          "markdown-it-py",  # the READMEs as HTML pages
-         "nvidia-ml-py"]  # NVML telemetry (pure Python: copied from here)
+         "nvidia-ml-py",  # NVML telemetry (pure Python: copied from here)
+         "onnxconverter-common"]  # ONNX FP16 conversion (the onnx fp16 configurations)
 # Already on the target (the lent H100's image); `--have` replaces this list.
 TARGET_HAS = [
     "torch", "numpy", "pandas", "matplotlib", "onnx", "onnxruntime", "pyyaml", "grpcio",
@@ -170,13 +177,45 @@ def without_tests(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return None if {"tests", "__pycache__"} & set(Path(member.name).parts) else member
 
 
+def pack_onnxruntime_gpu(version: str, python: str, out: Path, part_mib: int | None) -> None:
+    """onnxruntime-gpu's wheel for the target, unpacked under onnxruntime-gpu/ in a .tar.xz
+    of its own (its CUDA provider alone is 284 MB: too large to travel with the first)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+               "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+               "-d", tmp, *(f"--platform={p}" for p in PLATFORMS),
+               f"onnxruntime-gpu=={version}"]
+        subprocess.run(cmd, check=True)
+        site = Path(tmp) / "onnxruntime-gpu"
+        with zipfile.ZipFile(next(Path(tmp).glob("onnxruntime_gpu-*.whl"))) as wheel:
+            wheel.extractall(site)
+        out.mkdir(parents=True, exist_ok=True)
+        archive = out / f"onnxruntime-gpu-py{python}.tar.xz"
+        with tarfile.open(archive, "w:xz", preset=9) as tar:
+            tar.add(site, arcname=site.name, filter=without_tests)
+    print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB")
+    if part_mib:
+        data, size = archive.read_bytes(), part_mib * 2**20
+        for i in range(0, len(data), size):
+            part = archive.with_name(f"{archive.name}.part{i // size:02d}")
+            part.write_bytes(data[i:i + size])
+            print(f"  {part.name}: {len(data[i:i + size]) / 2**20:.1f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default="3.12", help="Python X.Y of the target")
     parser.add_argument("--out", default=".pack", type=Path)
     parser.add_argument("--have", nargs="*", default=TARGET_HAS,
                         help="distributions the target already has")
+    parser.add_argument("--onnxruntime-gpu", metavar="VERSION",
+                        help="pack only onnxruntime-gpu of this version, in a bundle of its own")
+    parser.add_argument("--part-mib", type=int,
+                        help="with --onnxruntime-gpu: also split its bundle in parts this large")
     args = parser.parse_args()
+    if args.onnxruntime_gpu:
+        pack_onnxruntime_gpu(args.onnxruntime_gpu, args.python, args.out, args.part_mib)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bundle"
         site = root / "site"

@@ -1,6 +1,7 @@
 """The project's revision in a measurement's provenance, on a real git checkout."""
 
 import subprocess
+import sys
 
 from deploybench import provenance
 from deploybench.provenance import code_digest, commits_with_code, git_revision
@@ -46,8 +47,31 @@ def test_a_dirty_copy_names_the_commit_that_holds_its_code(tmp_path):
     assert commits_with_code(clean["code"], tmp_path) == [first]
 
 
-def test_outside_a_checkout_there_is_no_revision(tmp_path):
-    assert git_revision(tmp_path) is None
+def test_a_copy_without_git_records_the_digest_of_its_commit(tmp_path):
+    """A lent GPU machine's copy has no .git: the digest of its code, from the files alone,
+    is its commit's, which `python -m deploybench.provenance DIGEST` names; what git ignores
+    there (bytecode, an egg-info, a step's partial output) is skipped as git skips it."""
+    root = provenance.PROJECT
+    head = git(root, "rev-parse", "HEAD")
+    archive = subprocess.run(["git", "-C", str(root), "archive", head, "--",
+                              *provenance.CODE_PATHS], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive, check=True)
+    for junk in ("scripts/deploybench/__pycache__/provenance.cpython-311.pyc",
+                 "scripts/deploybench.egg-info/PKG-INFO", "rules/.serve.smk.tmp-1"):
+        (tmp_path / junk).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / junk).write_text("not code\n")
+    revision = git_revision(tmp_path)
+    assert revision == {"commit": None, "dirty": None, "code": code_digest(root, head)}
+    named = subprocess.run([sys.executable, "-m", "deploybench.provenance", revision["code"]],
+                           capture_output=True, text=True, check=True, cwd=root).stdout
+    assert head in named.split(), named
+    (tmp_path / "scripts/deploybench/provenance.py").write_text("changed = True\n")
+    assert git_revision(tmp_path)["code"] != revision["code"]
+    # git ignores nothing else under the code's paths (the copy would count it as code)
+    ignored = git(root, "status", "--ignored", "--porcelain", "--", *provenance.CODE_PATHS)
+    for line in (line for line in ignored.splitlines() if line.startswith("!! ")):
+        path = line.removeprefix("!! ").rstrip("/")
+        assert any(provenance._ignored(part) for part in path.split("/")), line
 
 
 def test_torchs_cuda_build_is_read_from_its_version_file(tmp_path):

@@ -130,7 +130,7 @@ def test_committed_gpu_results_sit_beside_the_published_rows():
     row = table.set_index("Batch").loc[1024]
     assert row["a100 NVIDIA TensorRT FP16 (reference)"] == 54061.8
     assert row["a100 PyTorch FP16 (reference)"] == 25159.9
-    assert row["h100 ts-trace-cg_fp16"] > 0
+    assert row["h100 ts-trace-cg_fp16 (served by python)"] > 0
 
 
 def test_numeric_filters_match_the_tables_numbers():
@@ -194,7 +194,7 @@ def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():
                               & (published["scenario"] == scenario)]
         pairs = set(zip(published["batch"], published["concurrency"]))
         assert set(zip(table["Batch"], table["Concurrency"])) <= pairs
-        ours = table[table["Configuration"] == "h100 ts-trace-cg_fp16"]
+        ours = table[table["Configuration"] == "h100 ts-trace-cg_fp16 (served by python)"]
         measured = read_perf(folder / f"{scenario}.csv")
         measured = measured[[(b, c) in pairs for b, c in
                              zip(measured["Batch"], measured["Concurrency"])]]
@@ -268,7 +268,7 @@ def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():
     for scenario, order in (("offline", "Batch"), ("online", "Concurrency")):
         lines = frontier_lines([folder / "README.md"], settings.reference("tft"), scenario)
         ours = [rows for gpu, label, published, rows in lines
-                if label == "h100 ts-trace-cg_fp16"]
+                if label == "h100 ts-trace-cg_fp16 (served by python)"]
         assert len(ours) == 1 and list(ours[0][order]) == sorted(ours[0][order])
         measured = read_perf(folder / f"{scenario}.csv").sort_values(order)
         assert np.allclose(ours[0]["Inferences/Second"], measured["Inferences/Second"])
@@ -301,3 +301,30 @@ def test_the_model_report_lists_the_dated_sets_with_what_each_measured():
     compiled = sets[sets["Set"].str.startswith("[aoti-cg-2026-11-24]")].iloc[0]
     table = pd.read_csv(ROOT / "results/tft/h100/aoti-cg-2026-11-24/aoti-cg_fp16/offline.csv")
     assert compiled["Best offline inf/s"] == table["Inferences/Second"].max() > 130_000
+
+
+# What the lent H100 cannot run: TensorRT (its libraries are not on the package index) and
+# TensorFlow with CUDA (too large for the machine)
+NOT_ON_THE_H100 = ("trt", "tf-")
+
+
+@pytest.mark.e2e  # a real Snakemake dry-run
+def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
+    """config/runs/h100-reference.yaml names every published table's pair (reference.pairs)
+    but those that need TensorRT or TensorFlow with CUDA, and each is planned to its report."""
+    import yaml
+
+    from conftest import planned_jobs, snakemake
+    from deploybench.config import Settings
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    runnable = {(model, pair) for model in settings.models
+                for pair in ((settings.reference(model) or {}).get("pairs") or {}).values()
+                if not any(word in pair for word in NOT_ON_THE_H100)}
+    run_file = ROOT / "config/runs/h100-reference.yaml"
+    targets = yaml.safe_load(run_file.read_text())["targets"]
+    assert {t["gpu"] for t in targets} == {"h100"}
+    assert {(t["model"], f"{t['backend']}_{t['precision']}") for t in targets} == runnable
+    assert len(runnable) == 6, runnable  # TFT, TFT traffic, BERT 2, FastPitch 2
+    jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(run_file)))
+    assert jobs["configuration_report"] == jobs["offline"] == len(targets), jobs

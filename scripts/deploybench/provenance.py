@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import fnmatch
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -79,6 +80,11 @@ CODE_PATHS = ("Snakefile", "rules", "scripts", "triton_backend", "config", "repo
               "pyproject.toml")
 
 
+# What the root .gitignore ignores under CODE_PATHS: a copy without .git (a lent machine's)
+# skips the same files (tests/test_provenance.py checks that git ignores nothing else there)
+NOT_CODE = ("__pycache__", "*.pyc", "*.egg-info", ".*.tmp-*")
+
+
 def _git(root: Path, *args: str, stdin: str | None = None) -> str | None:
     try:
         result = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
@@ -106,13 +112,36 @@ def code_digest(root: Path = PROJECT, commit: str | None = None) -> str | None:
                             for entry in listing.split("\0") if entry))
     listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
                   *CODE_PATHS)
-    if listed is None:
-        return None
+    if listed is None:  # not a checkout: the files, hashed as git hashes them
+        return _digest({str(path.relative_to(root)): _blob_id(path)
+                        for path in _code_files(Path(root))})
     paths = sorted({p for p in listed.split("\0") if p and (Path(root) / p).is_file()})
     if not paths:
         return _digest({})
     blobs = _git(root, "hash-object", "--stdin-paths", stdin="\n".join(paths) + "\n")
     return _digest(dict(zip(paths, blobs.splitlines()))) if blobs is not None else None
+
+
+def _code_files(root: Path) -> list[Path]:
+    """CODE_PATHS' files under `root`, but what NOT_CODE names."""
+    found = []
+    for top in CODE_PATHS:
+        if (root / top).is_file():
+            found.append(root / top)
+        for folder, dirs, files in os.walk(root / top):
+            dirs[:] = [d for d in dirs if not _ignored(d)]
+            found += [Path(folder, f) for f in files if not _ignored(f)]
+    return found
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in NOT_CODE)
+
+
+def _blob_id(path: Path) -> str:
+    """The id git gives the file's contents (a symbolic link's: its target)."""
+    data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def commits_with_code(digest: str, root: Path = PROJECT) -> list[str]:
@@ -125,10 +154,11 @@ def git_revision(root: Path = PROJECT) -> dict | None:
     """The project's commit, whether its tracked files differ from it, and the digest of
     its code as it is (`code_digest`; a dirty copy's code is then the commit
     `python -m deploybench.provenance DIGEST` names, where the copy's history is older
-    than its files, as on a lent machine); None outside a git checkout."""
+    than its files, as on a lent machine). Outside a checkout (a copy without .git) only
+    the digest, from the files."""
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
-        return None
+        return {"commit": None, "dirty": None, "code": code_digest(root)}
     return {"commit": commit,
             "dirty": bool(_git(root, "status", "--porcelain", "--untracked-files=no")),
             "code": code_digest(root)}
@@ -186,6 +216,8 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
         **_nvidia_smi(),
         **_torch_build(),
     }
+    if _version("onnxruntime-gpu"):  # the CUDA build, beside (and imported before) the CPU one
+        info["packages"]["onnxruntime-gpu"] = _version("onnxruntime-gpu")
     if server_metadata:
         info["triton"] = {"name": server_metadata.get("name"),
                           "version": server_metadata.get("version")}

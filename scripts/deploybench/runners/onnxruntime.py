@@ -33,9 +33,12 @@ class OnnxRuntimeRunner(Runner):
                       else "CUDAExecutionProvider")
             if wanted not in ort.get_available_providers():
                 raise RunnerUnavailable(
-                    f"onnxruntime here has no {wanted} (install onnxruntime-gpu"
-                    + (" and TensorRT" if name == "onnxruntime-trt" else "")
-                    + f") for runner '{name}' on a GPU")
+                    f"onnxruntime {ort.__version__} here has no {wanted} (install "
+                    "onnxruntime-gpu" + (" and TensorRT" if name == "onnxruntime-trt" else "")
+                    + f"; an offline machine: docs/gpus.md) for runner '{name}' on a GPU")
+            # torch's import loads the CUDA and cuDNN libraries of its nvidia-* wheels, which
+            # the CUDA provider links (ONNX Runtime's advice where their CUDA majors agree)
+            import torch  # noqa: F401
         session_options = ort.SessionOptions()
         if options.threads:
             session_options.intra_op_num_threads = options.threads
@@ -53,6 +56,13 @@ class OnnxRuntimeRunner(Runner):
             }))
         self.session = ort.InferenceSession(str(artifact), session_options,
                                             providers=providers)
+        # A provider that fails to load (a CUDA library missing) leaves its work to the CPU
+        # with only a logged error: a GPU number must not come from the CPU.
+        if device_id is not None and self.session.get_providers()[0] != providers[0][0]:
+            raise RunnerUnavailable(
+                f"onnxruntime {ort.__version__} did not load {providers[0][0]} for runner "
+                f"'{name}' (it runs {self.session.get_providers()}): its CUDA libraries are "
+                "missing or of another CUDA version; the server log says which")
         self.input_names = list(options.inputs)
         # An exported graph drops inputs the model never reads (TFT's id): skip those.
         self.session_inputs = {i.name: i.type for i in self.session.get_inputs()}

@@ -15,6 +15,7 @@ from ..cluster import CPU_KEY
 from ..tables import (
     COMPONENT_SUM,
     REFERENCE_SERIES,
+    SERVED_BY,
     SHARED_MEMORY,
     THROUGHPUT,
     read_perf,
@@ -53,7 +54,7 @@ def _series_label(series: tuple) -> str:
 
 def _measured(configs: list[Path], scenario: str, cpu: bool = False):
     """(GPU key, label, table) of each configuration's measured scenario (the CPU key's
-    too with `cpu`), one per shared-memory mode."""
+    too with `cpu`), one per shared-memory mode, labelled with the backend that served it."""
     for readme in configs:
         folder = readme.parent
         gpu = layout.configuration_of(folder)["gpu"]
@@ -61,9 +62,11 @@ def _measured(configs: list[Path], scenario: str, cpu: bool = False):
             continue
         measured = read_perf(folder / f"{scenario}.csv")
         for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
-            label = configuration_label(folder) + (
-                "" if mode in ("system", "none") else f" ({mode} shm)")
-            yield gpu, label, rows
+            notes = [] if mode in ("system", "none") else [f"{mode} shm"]
+            served = rows[SERVED_BY].dropna().unique() if SERVED_BY in rows else []
+            notes += [f"served by {', '.join(map(str, served))}"] if len(served) else []
+            yield gpu, configuration_label(folder) + (
+                f" ({'; '.join(notes)})" if notes else ""), rows
 
 
 def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
