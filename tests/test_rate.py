@@ -217,3 +217,10 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
     levels = [level(1000, 5, 1000, 1000), level(2000, 5, 2000, 1500)]
     found = rate_step._bisect(levels, None, steps=0, budget=20)
     assert found["bracket"] == [1000, 2000] and found["beyond"].startswith("built a backlog")
+    # a level perf_analyzer gave nothing for (killed, or its connections refused) is beyond
+    failed = "made perf_analyzer fail (exit code 99: rate.json holds its error)"
+    levels = [level(1000, 5, 1000, 1000), {rate_step.OFFERED: 6000, rate_step.WITHIN: False,
+                                           rate_step.FAILED: failed}]
+    found = rate_step._bisect(levels, None, steps=0, budget=20)
+    assert found["bracket"] == [1000, 6000] and found["beyond"] == failed
+    assert rate_step._max_rate_sentence(found, 20).endswith(f"6000 requests/s {failed}.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from .performance import warmed_server, write
 # over its kept windows; achieved: what was answered, from the first send to the last answer
 OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"
 WITHIN = "Within budget"
+FAILED = "failed"  # a level's word on why perf_analyzer gave no measurement (not a column)
 # A level keeps the budget where its p99 does, the load generator sent the offered rate (a
 # client that falls behind tests a lower one) and the server kept up: answered at least this
 # share of the rate the requests were sent at (a backlog grows otherwise)
@@ -129,20 +131,24 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     # a run's windows, the record run's and the export's writing, with room to spare
     timeout_s = spec["model"]["rate"].get("level_timeout_s") or 120 + 3 * spec["perf"][
         "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
-    killed = None
+    failed = None
     with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
             HostLoad(prov["device"]) as load:
         try:
             measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
                                              log, export=export, timeout_s=timeout_s)
-        except perf_analyzer.PerfTimeout as err:  # beyond what the server can answer
-            killed = str(err)
-    if killed:  # the host load's result exists once its block has ended
+        except perf_analyzer.PerfError as err:  # beyond what the server can answer: not
+            failed = err  # done in time, or its connections refused (an H100's TFT at 6,000/s)
+    if failed:  # the host load's result exists once its block has ended
         _drain(server, row.model)
         export.unlink(missing_ok=True)
+        code = re.search(r"exit code (-?\d+)", str(failed))
+        why = ("did not finish in time" if isinstance(failed, perf_analyzer.PerfTimeout) else
+               f"made perf_analyzer fail (exit code {code.group(1) if code else '?'}: "
+               "rate.json holds its error)")
         return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
-                 WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory},
-                {"offered": row.rate, "error": killed, "host_load": load.result})
+                 WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory, FAILED: why},
+                {"offered": row.rate, "error": str(failed), "host_load": load.result})
     formed = serving.formed_since(server, row.model, before)
     latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
@@ -173,7 +179,7 @@ def keeps_budget(p99_ms: float, budget_ms: float, offered: float, sent: float,
 def _why_beyond(level: dict, budget: float) -> str:
     """What kept a level out of the budget, in the words of the report's sentence."""
     if EVERY["p99"] not in level:
-        return "did not finish in time"
+        return level[FAILED]
     if level[EVERY["p99"]] > budget:
         return f"exceeded it (p99 {level[EVERY['p99']]:.3g} ms)"
     if level[ACHIEVED] < SUSTAINED * level[SENT]:
