@@ -230,15 +230,19 @@ def check_measurements(run: Path, config: dict, online: bool = True,
                           (run / "logs" / f"{scenario}.log").read_text(), re.M)
         batches = [str(b) for b in table["Batch"]]
         assert said == [(str(i), str(len(wanted)), b) for i, b in enumerate(batches, 1)]
-        # the warm-up: once per shared-memory mode, before the sweep, at its largest row,
-        # the window `warmup_windows` times as long
+        # the warm-up: each of its levels (warmup_levels, [batch, concurrency]: max and max/2
+        # of the sweep's; its largest row by default) in each shared-memory mode, before the
+        # sweep, the window `warmup_windows` times as long
         warm = perf_commands(log, warm_up=True)
         windows = settings.get("warmup_windows", 0)
-        assert len(warm) == (len(set(table["Shared memory"])) if windows else 0), warm
+        tops = (int(table["Batch"].max()), int(table["Concurrency"].max()))
+        levels = [[v if isinstance(v, int) else top // 2 if v == "max/2" else top
+                   for v, top in zip(level, tops)]
+                  for level in settings.get("warmup_levels") or [["max", "max"]]]
+        modes = dict.fromkeys(table["Shared memory"])
+        assert [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in warm] == (
+            [(str(b), f"{c}:{c}") for _ in modes for b, c in levels] if windows else []), warm
         for command in warm:
-            assert flag(command, "-b") == str(table["Batch"].max()), command
-            assert flag(command, "--concurrency-range") == "{0}:{0}".format(
-                table["Concurrency"].max()), command
             if mode == "time_windows":
                 assert flag(command, "-p") == str(interval * windows), command
             else:  # online's count: a third of perf.min_requests at least

@@ -17,6 +17,7 @@ import torch
 from conftest import ROOT, check_measurements, snakemake
 from deploybench.runners.torchcompile import compiled_buckets
 from deploybench.steps.export import _torch_export
+from deploybench.steps.served_native import CONTENDED, served_vs_native
 
 AOTI = "results/tft-tiny/cpu/aoti_fp32"
 COMPILE = "results/tft-tiny/cpu/torch-compile_fp32"
@@ -114,11 +115,9 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in per_run.splitlines() if line.startswith("| tft-tiny/")}
     assert set(rows) == {"tft-tiny/aoti_fp32", "tft-tiny/torch-compile_fp32"}, result.stdout
-    # each configuration beside itself under the backend that served it
-    assert {line.split("|")[1].strip() for line in side_by_side.splitlines()
-            if line.startswith("| tft-tiny/")} == set(rows), side_by_side
     # the C++ backend serves the AOTInductor package, the python backend torch.compile
     serving = {"tft-tiny/aoti_fp32": "deploybench", "tft-tiny/torch-compile_fp32": "python"}
+    rated = set()
     for name, (served_by, mode, batch, served, ratio, *floors, _, _, _, bound) in rows.items():
         run = built / "results" / name.replace("tft-tiny/", "tft-tiny/cpu/")
         offline, native = pd.read_csv(run / "offline.csv"), pd.read_csv(run / "native.csv")
@@ -128,7 +127,13 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
         native_top = native[native["Batch"] == int(batch)]["Inferences/Second"].iloc[0]
         assert mode == "system" and int(batch) == offline["Batch"].max()
         assert int(served) == round(top)
-        assert float(ratio) == pytest.approx(top / native_top, rel=5e-3)  # 3 digits
+        # a side measured beside other load (a busy CI host) alone leaves no ratio
+        sides = served_vs_native(run / "offline.csv", run / "native.csv")
+        if sides[sides["Batch"] == int(batch)][CONTENDED].iloc[0] in ("served", "native"):
+            assert ratio == "", (name, ratio)
+        else:
+            assert float(ratio) == pytest.approx(top / native_top, rel=5e-3)  # 3 digits
+            rated.add(name)
         # both backends' floors at batch 1 and the largest, the served one in the bound
         for backend, text in zip(("python", "deploybench"), floors):
             ms = floor[floor["Served by"] == backend].set_index("Batch")["avg latency (ms)"]
@@ -139,6 +144,9 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
             + own[own["Batch"] == 1]["avg latency (ms)"].iloc[0] + 0.1)
         # printed to 3 digits (up to 0.48 % off near 1.05) from the CSVs' 4-decimal figures
         assert float(bound) == pytest.approx(expected, rel=1e-2)
+    # each configuration with a ratio beside itself under the backend that served it
+    assert {line.split("|")[1].strip() for line in side_by_side.splitlines()
+            if line.startswith("| tft-tiny/")} == rated, side_by_side
     assert "deploybench: served/native at max batch >= 0.90:" in result.stdout
     assert "python: served/native at max batch >= 0.90:" in result.stdout
 

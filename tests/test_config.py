@@ -251,7 +251,7 @@ class _Server:  # what perf_analyzer.command reads of a running server
     served_name = staticmethod(lambda name: name)
 
 
-def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], list[str]]:
+def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], list[list[str]]]:
     """The first measured row's command line and the warm-up's, as they would run."""
     import subprocess
     from pathlib import Path
@@ -270,8 +270,7 @@ def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], li
                         lambda cmd, **_: subprocess.CompletedProcess(cmd, 0, "", ""))
     perf_analyzer.warm_up(run, scenario, server, sweep, Path("d.json"), Path("w"), log)
     mark = "[warm-up, discarded] $ "
-    warm = [line[len(mark):].split() for line in log if line.startswith(mark)]
-    return row, warm[0] if warm else []
+    return row, [line[len(mark):].split() for line in log if line.startswith(mark)]
 
 
 def _flags(command: list[str]) -> dict:
@@ -279,39 +278,55 @@ def _flags(command: list[str]) -> dict:
 
 
 @pytest.mark.parametrize("model, scenario, expected, warm", [
-    # TFT and Wide & Deep: run_performance_on_triton.py's HTTP default, --warmup (2 windows)
+    # TFT and Wide & Deep: run_performance_on_triton.py's HTTP default, --warmup (2 windows):
+    # offline its smallest and largest batch, online half its top concurrency and the top
     ("tft", "offline",
      {"-i": "http", "--shared-memory": "system", "--measurement-request-count": "500"},
-     {"-b": "1024", "--measurement-request-count": "1000"}),
+     [{"-b": "1", "--measurement-request-count": "1000"},
+      {"-b": "1024", "--measurement-request-count": "1000"}]),
     ("tft", "online",
      {"-i": "http", "--concurrency-range": "8:8", "--measurement-request-count": "500"},
-     {"--concurrency-range": "256:256", "--measurement-request-count": "1000"}),
+     [{"--concurrency-range": "128:128", "--measurement-request-count": "1000"},
+      {"--concurrency-range": "256:256", "--measurement-request-count": "1000"}]),
     ("widedeep", "offline", {"-i": "http", "--measurement-request-count": "100"},
-     {"-b": "131072", "--measurement-request-count": "200"}),
+     [{"-b": "1", "--measurement-request-count": "200"}]),
     # DLRM: HTTP, 50 requests in 5-second windows, no warm-up run
     ("dlrm", "offline", {"-i": "http", "--shared-memory": "system", "-p": "5000",
-                         "--measurement-request-count": "50"}, None),
+                         "--measurement-request-count": "50"}, []),
     # BERT: gRPC, the runner's default request count, no warm-up
     ("bert", "offline", {"-i": "grpc", "--shared-memory": "system",
-                         "--measurement-request-count": "50"}, None),
-    # FastPitch: HTTP, no shared memory, 10-second time windows, six of them to warm up
+                         "--measurement-request-count": "50"}, []),
+    # FastPitch: HTTP, no shared memory, 10-second time windows; its warmup.py: one 60-s
+    # window at batch 1 at concurrency 8 and 16, before the offline and the online sweep
     ("fastpitch", "offline", {"-i": "http", "--measurement-mode": "time_windows",
-                              "-p": "10000"}, {"-b": "8", "-p": "60000"}),
+                              "-p": "10000"},
+     [{"-b": "1", "--concurrency-range": "8:8", "-p": "60000"},
+      {"-b": "1", "--concurrency-range": "16:16", "-p": "60000"}]),
+    ("fastpitch", "online", {"-i": "http", "--measurement-mode": "time_windows",
+                             "-p": "10000", "-b": "1", "--concurrency-range": "1:1"},
+     [{"--concurrency-range": "8:8", "-p": "60000"},
+      {"--concurrency-range": "16:16", "-p": "60000"}]),
 ])
 def test_perf_analyzer_runs_as_each_seed_ran_it(model, scenario, expected, warm, monkeypatch):
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     run = settings.run(model, "a100", "onnx" if model != "dlrm" else "tf-savedmodel", "fp32")
-    command, warm_up = _perf_commands(run, scenario, monkeypatch)
+    command, warm_ups = _perf_commands(run, scenario, monkeypatch)
     flags = _flags(command)
     assert {k: flags.get(k) for k in expected} == expected, command
     assert flags["-s"] == "10"  # perf_analyzer's own stability, which every seed kept
     if model == "fastpitch":
         assert "--shared-memory" not in flags and "--measurement-request-count" not in flags
-    # the warm-up: the measured rows' flags at the largest row, a longer window
+    # the warm-up: each level of the document's runner in each shared-memory mode, the
+    # measured rows' flags at that level, a longer window (the first mode's shown here)
+    from deploybench.triton import perf_analyzer
+
+    modes = {row.shared_memory for row in perf_analyzer.sweep(run, scenario)}
+    assert len(warm_ups) == len(warm) * len(modes), warm_ups
     sized = "--output-shared-memory-size"  # the outputs of its batch
-    assert ({k: v for k, v in _flags(warm_up).items() if k != sized}
-            == ({k: v for k, v in {**flags, **warm, "-f": "w/warm-up.csv"}.items() if k != sized}
-                if warm else {}))
+    for warm_up, level in zip(warm_ups, warm):
+        assert ({k: v for k, v in _flags(warm_up).items() if k != sized}
+                == {k: v for k, v in {**flags, **level, "-f": "w/warm-up.csv"}.items()
+                    if k != sized})
 
 
 def test_cpu_runs_keep_a_looser_stability_and_bad_override_keys_are_named():

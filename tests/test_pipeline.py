@@ -103,9 +103,20 @@ def test_full_build_produces_every_artifact(built, settings):
     assert "| Scenario | Batch | Concurrency | Shared memory | process CPU mean (%) |" in telemetry
     assert telemetry.count("| native |") == 2 and "GPU" not in telemetry  # the cpu key
     assert readme.count("process CPU mean (%)") == 1  # the measurement tables: seeds' columns
-    for scenario, memory in (("offline", "system"), ("online", "none")):  # tiny.yaml's windows
+    for scenario, memory, levels in (  # tiny.yaml's windows, tft-tiny's warm-up levels
+            ("offline", "system", "batch 1 x concurrency 1, batch max x concurrency 1"),
+            ("online", "none", "batch max x concurrency max")):
         assert (f"| perf_analyzer {scenario} | HTTP, shared memory {memory}, 0.25 s windows, "
-                "warm-up of 2 windows |") in readme
+                f"warm-up of 2 windows at {levels} |") in readme
+    # each level warmed in turn, at the sweep's batch and concurrency it names
+    warmed = [line for line in (built / RUN / "logs/offline_perf_analyzer.log").read_text()
+              .splitlines() if line.startswith("[warm-up, discarded] $ ")]
+    assert [re.search(r" -b (\d+) .*--concurrency-range (\S+) ", w).groups()
+            for w in warmed] == [("1", "1:1"), ("4", "1:1")], warmed
+    warmed = [line for line in (built / RUN / "logs/online_perf_analyzer.log").read_text()
+              .splitlines() if line.startswith("[warm-up, discarded] $ ")]
+    assert [re.search(r"--concurrency-range (\S+) ", w).group(1) for w in warmed] == [
+        "2:2"], warmed
     model_readme = (built / "results/tft-tiny/README.md").read_text()
     assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in model_readme
     for scenario in ("offline", "online"):  # throughput against latency, linked

@@ -431,6 +431,10 @@ def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
         "conversion.batch_size": [settings["conversion"]["batch_size"]],
         "accuracy.batch_size": [settings["accuracy"]["batch_size"]],
         "rate.batch_size": [settings["rate"]["batch_size"]] if "rate" in settings else [],
+        **{f"{scenario}.warmup_levels": [level[0] for level in
+                                         settings[scenario].get("warmup_levels", [])
+                                         if isinstance(level[0], int)]
+           for scenario in ("offline", "online")},
     }
     for where, sizes in used.items():
         too_big = [b for b in sizes if b > max_batch]

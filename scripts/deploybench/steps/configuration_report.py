@@ -22,7 +22,7 @@ from ..tables import (
     read_perf,
 )
 from .headline import configuration_headline, configuration_lines, served_by
-from .markdown import batches_formed, markdown_table
+from .markdown import batches_formed, markdown_table, shared_memory, warm_up, windows
 from .rate import rate_section
 from .served_native import served_vs_native_table
 
@@ -115,14 +115,9 @@ themselves, apart from the model's compute.
 
 def _perf_settings(ran: dict) -> str:
     """How perf_analyzer measured a scenario, from what its JSON recorded."""
-    modes = ran.get("shared_memory") or ["none"]
-    memory = " and ".join(modes if isinstance(modes, list) else [modes])
-    window = (f"{ran['measurement_interval_ms'] / 1000:g} s windows"
-              if ran.get("measurement_mode") == "time_windows"
-              else f"{ran['measurement_request_count']} requests a window")
-    warm = ran.get("warmup_windows", 0)
-    return (f"{ran['protocol'].upper()}, shared memory {memory}, {window}, "
-            + (f"warm-up of {warm} windows" if warm else "no warm-up run"))
+    warm = warm_up(ran)
+    return (f"{ran['protocol'].upper()}, shared memory {shared_memory(ran)}, {windows(ran)}, "
+            + (f"warm-up of {warm}" if warm != "none" else "no warm-up run"))
 
 
 def _deployments(offline_report: dict, online_report: dict) -> str:

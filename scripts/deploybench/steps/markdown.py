@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..triton.perf_analyzer import DEFAULT_WARMUP_LEVELS
+
 
 def markdown_table(table: pd.DataFrame) -> str:
     def cell(v):
@@ -34,3 +36,27 @@ def batches_formed(levels: list[dict], key: str, name: str) -> str:
     columns = sorted((c for c in table if c.startswith("batch ")), key=lambda c: int(c[6:]))
     table = table[[name, "mean batch", *columns]].fillna(0)
     return markdown_table(table.astype({c: int for c in columns}))
+
+
+def shared_memory(ran: dict) -> str:
+    """perf_analyzer's shared-memory modes as a scenario's JSON recorded them (a list; one
+    mode as a string in earlier ones)."""
+    modes = ran.get("shared_memory") or ["none"]
+    return " and ".join(modes if isinstance(modes, list) else [modes])
+
+
+def windows(ran: dict) -> str:
+    """perf_analyzer's windows as a scenario's JSON recorded them."""
+    return (f"{ran['measurement_interval_ms'] / 1000:g} s windows"
+            if ran.get("measurement_mode") == "time_windows"
+            else f"{ran['measurement_request_count']} requests a window")
+
+
+def warm_up(ran: dict) -> str:
+    """The warm-up as a scenario's JSON recorded it: windows and levels (batch, concurrency;
+    max and max/2 of the sweep's)."""
+    warm = ran.get("warmup_windows", 0)
+    if not warm:
+        return "none"
+    levels = ran.get("warmup_levels") or DEFAULT_WARMUP_LEVELS
+    return f"{warm} windows at " + ", ".join(f"batch {b} x concurrency {c}" for b, c in levels)

@@ -22,6 +22,7 @@ from ..tables import (
     reference_rows,
     reference_series,
 )
+from .markdown import shared_memory, warm_up, windows
 
 
 def configuration_label(folder: Path) -> str:
@@ -113,6 +114,13 @@ _SETTINGS = {
         "TensorRT CUDA graphs",
         lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
         if backend.endswith("trt") else None),
+    # how perf_analyzer measured (the published tables do not say: their documents' runners)
+    "protocol": ("Protocol (offline)",
+                 lambda ran, backend: ran["perf_analyzer_settings"].get("protocol", "").upper()),
+    "shared_memory": ("Shared memory (offline)",
+                      lambda ran, backend: shared_memory(ran["perf_analyzer_settings"])),
+    "windows": ("Windows (offline)", lambda ran, backend: windows(ran["perf_analyzer_settings"])),
+    "warm_up": ("Warm-up (offline)", lambda ran, backend: warm_up(ran["perf_analyzer_settings"])),
 }
 
 
@@ -132,7 +140,7 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
     ref = _reference_rows(reference_csv, document, where, "offline")
     columns: dict[str, list[str]] = {}
     for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
-        values = tuple(_setting(rows[c].iloc[0]) for c in _SETTINGS)
+        values = tuple(_setting(rows[c].iloc[0]) if c in rows else "" for c in _SETTINGS)
         columns.setdefault(values, []).append(_series_label(series).removesuffix(" (reference)"))
     table = pd.DataFrame({"Setting": [name for name, _ in _SETTINGS.values()]})
     for values, labels in columns.items():

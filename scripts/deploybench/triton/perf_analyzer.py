@@ -253,16 +253,13 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
 
 def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path, work: Path,
             log) -> None:
-    """The reference runners' warm-up: before the sweep, perf_analyzer at its largest batch
-    and concurrency with a window `warmup_windows` times as long, in each shared-memory
+    """The reference runners' warm-up: before the sweep, perf_analyzer at each of
+    `warmup_levels` with a window `warmup_windows` times as long, in each shared-memory
     mode, its numbers discarded (it need not stabilise; a dead server still fails)."""
     scale = run["model"][scenario].get("warmup_windows", 0)
     if not scale:
         return
-    for mode in dict.fromkeys(row.shared_memory for row in sweep):
-        rows = [row for row in sweep if row.shared_memory == mode]
-        row = max(rows, key=lambda r: r.batch)._replace(
-            concurrency=max(r.concurrency for r in rows))
+    for row in warmup_rows(run, scenario, sweep):
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
@@ -271,6 +268,29 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
         log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
         log.flush()
         server.ensure_alive()
+
+
+# The warm-up's levels where a scenario names none: its largest batch at its highest
+# concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).
+DEFAULT_WARMUP_LEVELS = (("max", "max"),)
+
+
+def warmup_rows(run: dict, scenario: str, sweep: list[Row]) -> list[Row]:
+    """The warm-up's levels of a scenario (`warmup_levels`, each [batch, concurrency]), in
+    each shared-memory mode of its sweep, each sent to the deployment that serves its batch."""
+    levels = run["model"][scenario].get("warmup_levels") or DEFAULT_WARMUP_LEVELS
+    rows = []
+    for mode in dict.fromkeys(row.shared_memory for row in sweep):
+        mine = [row for row in sweep if row.shared_memory == mode]
+        top = max(mine, key=lambda r: r.batch)
+        tops = (top.batch, max(r.concurrency for r in mine))
+        for level in levels:
+            batch, concurrency = (value if isinstance(value, int) else
+                                  max(1, most // (2 if value == "max/2" else 1))
+                                  for value, most in zip(level, tops))
+            model = next((r.model for r in mine if r.batch == batch), top.model)
+            rows.append(top._replace(batch=batch, concurrency=concurrency, model=model))
+    return rows
 
 
 def sweep(run: dict, scenario: str) -> list[Row]:
