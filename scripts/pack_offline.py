@@ -110,15 +110,24 @@ def fetch_wheel(dist: md.Distribution, python: str, site: Path, tmp: Path) -> No
     """The compiled wheel for the target; the same version if built for it, else the
     newest that is (e.g. geventhttpclient 2.0.2 has no CPython 3.12 wheel)."""
     name = dist.metadata["Name"]
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-           "--python-version", python, "--implementation", "cp", "-d", str(tmp)]
-    for p in PLATFORMS:
-        cmd += ["--platform", p]
+    cmd = download_command(python, tmp)
     if subprocess.run([*cmd, f"{name}=={dist.version}"]).returncode:
         print(f"  ({name} {dist.version} has no wheel for Python {python}; taking the newest)")
         subprocess.run([*cmd, name], check=True)
     wheel = next(tmp.glob(f"{norm(dist.metadata['Name']).replace('-', '_')}-*.whl"), None) \
         or sorted(tmp.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1]
+    extract_wheel(wheel, site)
+
+
+def download_command(python: str, dest: Path) -> list[str]:
+    """pip download of binary wheels for the target Python, without their dependencies."""
+    return [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+            "--python-version", python, "--implementation", "cp", "-d", str(dest),
+            *(f"--platform={p}" for p in PLATFORMS)]
+
+
+def extract_wheel(wheel: Path, site: Path) -> None:
+    """A wheel's files as installed into `site`."""
     with zipfile.ZipFile(wheel) as z:
         for info in z.infolist():
             # <dist>.data/purelib|platlib/ belong in site-packages; other .data (scripts) not
@@ -181,14 +190,10 @@ def pack_onnxruntime_gpu(version: str, python: str, out: Path, part_mib: int | N
     """onnxruntime-gpu's wheel for the target, unpacked under onnxruntime-gpu/ in a .tar.xz
     of its own (its CUDA provider alone is 284 MB: too large to travel with the first)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-               "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
-               "-d", tmp, *(f"--platform={p}" for p in PLATFORMS),
-               f"onnxruntime-gpu=={version}"]
-        subprocess.run(cmd, check=True)
+        subprocess.run([*download_command(python, Path(tmp)), f"onnxruntime-gpu=={version}"],
+                       check=True)
         site = Path(tmp) / "onnxruntime-gpu"
-        with zipfile.ZipFile(next(Path(tmp).glob("onnxruntime_gpu-*.whl"))) as wheel:
-            wheel.extractall(site)
+        extract_wheel(next(Path(tmp).glob("onnxruntime_gpu-*.whl")), site)
         out.mkdir(parents=True, exist_ok=True)
         archive = out / f"onnxruntime-gpu-py{python}.tar.xz"
         with tarfile.open(archive, "w:xz", preset=9) as tar:

@@ -216,8 +216,8 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
         **_nvidia_smi(),
         **_torch_build(),
     }
-    if _version("onnxruntime-gpu"):  # the CUDA build, beside (and imported before) the CPU one
-        info["packages"]["onnxruntime-gpu"] = _version("onnxruntime-gpu")
+    if gpu_build := _version("onnxruntime-gpu"):  # beside (and imported before) the CPU one
+        info["packages"]["onnxruntime-gpu"] = gpu_build
     if server_metadata:
         info["triton"] = {"name": server_metadata.get("name"),
                           "version": server_metadata.get("version")}

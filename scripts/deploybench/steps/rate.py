@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shutil
 import time
 from pathlib import Path
@@ -142,10 +141,9 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     if failed:  # the host load's result exists once its block has ended
         _drain(server, row.model)
         export.unlink(missing_ok=True)
-        code = re.search(r"exit code (-?\d+)", str(failed))
+        code = "?" if failed.exit_code is None else failed.exit_code
         why = ("did not finish in time" if isinstance(failed, perf_analyzer.PerfTimeout) else
-               f"made perf_analyzer fail (exit code {code.group(1) if code else '?'}: "
-               "rate.json holds its error)")
+               f"made perf_analyzer fail (exit code {code}: rate.json holds its error)")
         return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
                  WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory, FAILED: why},
                 {"offered": row.rate, "error": str(failed), "host_load": load.result})

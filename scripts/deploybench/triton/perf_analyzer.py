@@ -58,7 +58,12 @@ ANY_SPREAD = 1_000_000
 
 
 class PerfError(RuntimeError):
-    """perf_analyzer failed or did not reach a stable measurement."""
+    """perf_analyzer failed or did not reach a stable measurement; `exit_code`: its own,
+    where it failed rather than did not settle."""
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class PerfTimeout(PerfError):
@@ -237,17 +242,19 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
                   f"unstable (window spread {measured[WINDOW_SPREAD]} %)")
             return measured | {STABLE: False}
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
+    exit_code = None
     if unsettled:
         why = f"found no stable {scenario} measurement"
     elif empty:
         why = f"had a window without a finished request on the {scenario} measurement"
     else:
-        why = f"failed (exit code {result.returncode}) on the {scenario} measurement"
+        exit_code = result.returncode
+        why = f"failed (exit code {exit_code}) on the {scenario} measurement"
     raise PerfError(
         f"perf_analyzer {why} at batch {batch}, concurrency {concurrency}, "
         f"{row.shared_memory} shared memory in {attempts} attempts (stability_percentage="
         f"{perf['stability_percentage']}, max_trials={perf['max_trials']}, on_unstable="
-        f"{perf['on_unstable']}):\n{tail}"
+        f"{perf['on_unstable']}):\n{tail}", exit_code=exit_code
     )
 
 
