@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from deploybench.host_load import CONTENDED_CORES, HostLoad
 
 BURN = "import time; end = time.time() + {s}\nwhile time.time() < end: pass"
@@ -20,6 +22,34 @@ def test_a_busy_neighbour_is_contention():
         time.sleep(1.5)
     assert load.result["other_cpu_cores"] > 0.7 and load.result["contended"], load.result
     time.sleep(0.6)  # the burner is done
+
+
+PINNED_BURN = "import os, time; os.sched_setaffinity(0, {{{cpu}}}); " + BURN
+
+
+def test_a_pinned_step_counts_only_its_own_cpus():
+    """A step pinned to some CPUs (one GPU's share of a host running a job per GPU) is
+    contended by a neighbour on its CPUs, not by one on the others."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    mine, theirs = cpus[0], cpus[1]
+    results = {}
+    try:
+        os.sched_setaffinity(0, {mine})
+        for where in (theirs, mine):
+            code = PINNED_BURN.format(cpu=where, s=1.6)
+            subprocess.run(["sh", "-c", f"{sys.executable} -c '{code}' &"], check=True)
+            time.sleep(0.2)
+            with HostLoad() as load:
+                time.sleep(1.2)
+            results[where] = load.result
+            time.sleep(0.3)  # the burner is done
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert results[mine]["pinned_cpus"] == [mine]
+    assert results[mine]["other_cpu_cores"] > 0.7 and results[mine]["contended"], results
+    assert results[theirs]["other_cpu_cores"] < results[mine]["other_cpu_cores"] - 0.5, results
 
 
 def test_the_steps_own_processes_are_not_contention():

@@ -1,5 +1,6 @@
 """What else ran on the host while a measurement ran: the CPU that processes outside this
-step's own process tree (the step, its server and stubs, its perf_analyzer runs) used,
+step's own process tree (the step, its server and stubs, its perf_analyzer runs) used on
+the CPUs the step may run on (all of the host's unless it is pinned to some),
 the load average, and on a GPU the other processes NVML lists on it. A level measured
 beside a busy neighbour is flagged: on 2026-11-23 a CPU native run measured beside other
 heavy processes came out 2.45x below the served one."""
@@ -17,11 +18,26 @@ from . import nvml
 CONTENDED_CORES = 0.5
 
 
-def _busy_seconds() -> float:
-    """CPU seconds the whole host has spent busy (every CPU, everything but idle/iowait)."""
-    t = psutil.cpu_times()
+def _busy(t) -> float:
     return sum(getattr(t, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq",
                                              "steal"))
+
+
+def pinned_cpus() -> list[int] | None:
+    """The CPUs this step may run on where it is pinned to some of the host's (taskset,
+    a cgroup cpuset: one GPU's share of a host running a job per GPU); None where it may
+    run on all of them."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus if len(cpus) < len(psutil.cpu_times(percpu=True)) else None
+
+
+def _busy_seconds(cpus: list[int] | None) -> float:
+    """CPU seconds the CPUs this step may run on have spent busy (everything but
+    idle/iowait): another process on CPUs the step cannot use takes nothing from it."""
+    if cpus is None:
+        return _busy(psutil.cpu_times())
+    per_cpu = psutil.cpu_times(percpu=True)
+    return sum(_busy(per_cpu[i]) for i in cpus if i < len(per_cpu))
 
 
 def _own_tree() -> list[psutil.Process]:
@@ -79,18 +95,20 @@ class HostLoad:
 
     def __enter__(self) -> HostLoad:
         self._gpu_start = None if self.device == "cpu" else other_gpu_processes(self.device)
-        self._start = time.monotonic(), _busy_seconds(), _own_seconds()
+        self._cpus = pinned_cpus()
+        self._start = time.monotonic(), _busy_seconds(self._cpus), _own_seconds()
         return self
 
     def __exit__(self, *exc) -> None:
         wall = time.monotonic() - self._start[0]
         own = _own_seconds() - self._start[2]
-        others = (_busy_seconds() - self._start[1]) - own
+        others = (_busy_seconds(self._cpus) - self._start[1]) - own
         cores = max(0.0, others) / wall if wall > 0 else 0.0
         self.result = {"other_cpu_cores": round(cores, 2),
                        "own_cpu_cores": round(own / wall, 2) if wall > 0 else 0.0,
                        "load_average_1m": round(os.getloadavg()[0], 2),
                        "host_cpus": os.cpu_count(),
+                       "pinned_cpus": self._cpus,
                        "contended": cores > CONTENDED_CORES}
         if self.device != "cpu":
             gpu = _union(self._gpu_start, other_gpu_processes(self.device))

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One lent-machine call on a machine of several GPUs: runs side by side, one lane a GPU,
+# each lane pinned to its share of the host's CPUs (as many as a one-GPU machine's) and
+# working in a directory of its own, its runs one after another.
+#   bash scripts/gpu_lanes.sh SECONDS LANES_FILE
+# LANES_FILE: a run a line, `GPU NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
+# starts a comment). Each call starts what may start now (a lane's next run once the one
+# before it has ended; every run through gpu_session.sh's DETACH=1, so it outlives the
+# call), waits up to SECONDS while any runs, and leaves in $OUT/NAME each run's logs and
+# results so far. A later call with more lines adds runs to the lanes.
+set -uo pipefail
+box=$1
+lanes=$2
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/out}
+root=${DEPLOYBENCH_LANES_DIR:-/tmp/deploybench-lanes}
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+share=$(($(nproc --all) / gpus))
+mapfile -t runs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$lanes")
+. scripts/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
+
+state() {  # done, running, or ready: of the run in directory $1
+    if [ -f "$1/snakemake.rc" ]; then echo done
+    elif [ -f "$1/snakemake.pid" ] && kill -0 "$(cat "$1/snakemake.pid")" 2>/dev/null; then
+        echo running
+    else echo ready; fi
+}
+
+start_ready() {  # each GPU's first run that has not ended, where none of its runs runs
+    local busy=" " line gpu name runfiles targets
+    for line in "${runs[@]}"; do
+        read -r gpu name runfiles targets <<<"$line"
+        case $busy in *" $gpu "*) continue ;; esac
+        case $(state "$root/$name") in
+            done) continue ;;
+            ready)
+                mkdir -p "$out/$name"
+                # shellcheck disable=SC2086  # the targets, one word each
+                CUDA_VISIBLE_DEVICES=$gpu DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
+                    RUNFILE=${runfiles//,/ } DETACH=1 taskset -c \
+                    "$((gpu * share))-$((gpu * share + share - 1))" \
+                    bash scripts/gpu_session.sh 0 $targets >/dev/null 2>&1 ;;
+        esac
+        busy="$busy$gpu "
+    done
+}
+
+any_running() {
+    local d
+    for d in "$root"/*/; do [ "$(state "$d")" = running ] && return 0; done
+    return 1
+}
+
+end=$((SECONDS + box))
+while start_ready && any_running && [ "$SECONDS" -lt "$end" ]; do sleep 5; done
+for line in "${runs[@]}"; do
+    read -r gpu name _ <<<"$line"
+    work=$root/$name
+    [ -d "$work" ] || { echo "$name (GPU $gpu): waiting"; continue; }
+    mkdir -p "$out/$name"
+    cp "$work/snakemake.log" "$out/$name/" 2>/dev/null
+    (cd "$work" && tar czf "$out/$name/results.tgz" --exclude=converted \
+        --exclude=model_repository --exclude='*/export' --exclude='*/source' \
+        --exclude='.*-work' results/*/h100 results/packages 2>/dev/null)
+    echo "$name (GPU $gpu): $(state "$work") $(cat "$work/snakemake.rc" 2>/dev/null)" \
+        "$(grep -c 'Finished jobid' "$work/snakemake.log" 2>/dev/null) jobs done;" \
+        "$(grep -E 'Error in rule' "$work/snakemake.log" 2>/dev/null | tr '\n' ' ')"
+done
