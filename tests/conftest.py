@@ -36,15 +36,18 @@ def seed_opset(model: str) -> int:
 
 
 def snakemake(workdir: Path, *args: str, check: bool = True, profile: str | None = None,
-              project: Path = ROOT) -> subprocess.CompletedProcess:
+              project: Path = ROOT, prelude: str = "") -> subprocess.CompletedProcess:
     """Run the real snakemake on the repository's Snakefile with the tiny config, locally
     or with one of the repository's workflow profiles (e.g. "slurm"); `project`: another
-    copy of the repository, whose Snakefile and package run instead."""
+    copy of the repository, whose Snakefile and package run instead; `prelude`: Python run
+    in snakemake's process before its command line (not in the jobs it starts)."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     if project != ROOT:
         env["PYTHONPATH"] = f"{project / 'scripts'}{os.pathsep}{env['PYTHONPATH']}"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(project / "Snakefile"),
+    main = ["-c", f"{prelude}\nfrom snakemake.cli import main\nmain()"] if prelude else [
+        "-m", "snakemake"]
+    cmd = [sys.executable, *main, "--snakefile", str(project / "Snakefile"),
            "--directory", str(workdir), "--configfile", str(TINY)]
     if profile:
         cmd += ["--workflow-profile", str(ROOT / "profiles" / profile), *args]
