@@ -7,7 +7,8 @@
 # starts a comment). Each call starts what may start now (a lane's next run once the one
 # before it has ended; every run through gpu_session.sh's DETACH=1, so it outlives the
 # call), waits up to SECONDS while any runs, and leaves in $OUT/NAME each run's logs and
-# results so far. A later call with more lines adds runs to the lanes.
+# results so far (a run that has ended: in the first call after its end). A later call
+# with more lines adds runs to the lanes.
 set -uo pipefail
 box=$1
 lanes=$2
@@ -57,11 +58,16 @@ for line in "${runs[@]}"; do
     read -r gpu name _ <<<"$line"
     work=$root/$name
     [ -d "$work" ] || { echo "$name (GPU $gpu): waiting"; continue; }
-    mkdir -p "$out/$name"
-    cp "$work/snakemake.log" "$out/$name/" 2>/dev/null
-    (cd "$work" && tar czf "$out/$name/results.tgz" --exclude=converted \
-        --exclude=model_repository --exclude='*/export' --exclude='*/source' \
-        --exclude='.*-work' results/*/h100 results/packages 2>/dev/null)
+    # packed while it runs and once when it has ended: packing burns a core, which a
+    # neighbouring measurement would count as contention
+    if [ ! -f "$work/packed" ]; then
+        [ "$(state "$work")" = done ] && touch "$work/packed"
+        mkdir -p "$out/$name"
+        cp "$work/snakemake.log" "$out/$name/" 2>/dev/null
+        (cd "$work" && tar czf "$out/$name/results.tgz" --exclude=converted \
+            --exclude=model_repository --exclude='*/export' --exclude='*/source' \
+            --exclude='.*-work' results/*/h100 results/packages 2>/dev/null)
+    fi
     echo "$name (GPU $gpu): $(state "$work") $(cat "$work/snakemake.rc" 2>/dev/null)" \
         "$(grep -c 'Finished jobid' "$work/snakemake.log" 2>/dev/null) jobs done;" \
         "$(grep -E 'Error in rule' "$work/snakemake.log" 2>/dev/null | tr '\n' ' ')"

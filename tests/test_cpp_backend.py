@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import warnings
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
@@ -209,6 +210,27 @@ def test_a_model_that_raises_or_a_wrong_dtype_gets_an_error_and_the_server_serve
         server.ensure_alive()
         for g, w in zip(grpc_infer(server, x, "raising"), expected(module, x)):
             np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+
+
+class Warns(torch.nn.Module):
+    """A module that warns at every call, as a TorchScript LSTM whose weights are not one
+    chunk does on a GPU."""
+
+    def forward(self, x):
+        warnings.warn("toy warns at every call", stacklevel=2)
+        return torch.tanh(x[:, :3]), x.sum(dim=1, keepdim=True)
+
+
+def test_a_warning_at_every_call_is_logged_once_then_at_powers_of_ten(triton, toy, tmp_path):
+    torch.jit.script(Warns()).save(str(tmp_path / "model.pt"))
+    x = np.ones((1, 4), np.float32)
+    with serve(triton, tmp_path, run_of(max_batch=1), "warns") as server:
+        for _ in range(12):
+            grpc_infer(server, x, "warns")
+    lines = [line for line in (tmp_path / "warns.log").read_text().splitlines()
+             if "toy warns at every call" in line]
+    assert len(lines) == 2, lines
+    assert "libtorch warning (1 time)" in lines[0] and "(10 times so far)" in lines[1], lines
 
 
 def test_a_model_that_cannot_load_is_unavailable_with_the_reason(triton, toy, tmp_path):
