@@ -3,8 +3,9 @@
 # each lane pinned to its share of the host's CPUs (as many as a one-GPU machine's) and
 # working in a directory of its own, its runs one after another.
 #   bash scripts/gpu_lanes.sh SECONDS LANES_FILE
-# LANES_FILE: a run a line, `GPU NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
-# starts a comment). Each call starts what may start now (a lane's next run once the one
+# LANES_FILE: a run a line, `LANE NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
+# starts a comment); lane n runs on GPU n modulo the GPUs there are, so on fewer GPUs
+# lanes share one, their runs one after another in the file's order. Each call starts what may start now (a lane's next run once the one
 # before it has ended; every run through gpu_session.sh's DETACH=1, so it outlives the
 # call), waits up to SECONDS while any runs, and leaves in $OUT/NAME each run's logs and
 # results so far (a run that has ended: in the first call after its end). A later call
@@ -28,9 +29,10 @@ state() {  # done, running, or ready: of the run in directory $1
 }
 
 start_ready() {  # each GPU's first run that has not ended, where none of its runs runs
-    local busy=" " line gpu name runfiles targets
+    local busy=" " line lane gpu name runfiles targets
     for line in "${runs[@]}"; do
-        read -r gpu name runfiles targets <<<"$line"
+        read -r lane name runfiles targets <<<"$line"
+        gpu=$((lane % gpus))
         case $busy in *" $gpu "*) continue ;; esac
         case $(state "$root/$name") in
             done) continue ;;
@@ -55,7 +57,8 @@ any_running() {
 end=$((SECONDS + box))
 while start_ready && any_running && [ "$SECONDS" -lt "$end" ]; do sleep 5; done
 for line in "${runs[@]}"; do
-    read -r gpu name _ <<<"$line"
+    read -r lane name _ <<<"$line"
+    gpu=$((lane % gpus))
     work=$root/$name
     [ -d "$work" ] || { echo "$name (GPU $gpu): waiting"; continue; }
     # packed while it runs and once when it has ended: packing burns a core, which a

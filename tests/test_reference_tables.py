@@ -328,3 +328,42 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     assert len(runnable) == 6, runnable  # TFT, TFT traffic, BERT 2, FastPitch 2
     jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(run_file)))
     assert jobs["configuration_report"] == jobs["offline"] == len(targets), jobs
+    # its lanes (scripts/gpu_lanes.sh) name run files that exist and reports of its targets
+    reports = {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/README.md"
+               for t in targets}
+    for line in (ROOT / "config/runs/h100-reference.lanes").read_text().splitlines():
+        if line.split("#")[0].strip():
+            lane, _, runfiles, *lane_targets = line.split()
+            assert int(lane) >= 0 and lane_targets, line
+            assert all((ROOT / f).is_file() for f in runfiles.split(",")), line
+            assert set(lane_targets) <= reports, line
+
+
+def test_cpu_results_sit_beside_the_published_rows_with_the_hardware_said(tmp_path):
+    """DLRM has no GPU set here: its CPU configurations stand beside its document's
+    tables, the hardware difference said."""
+    import yaml
+
+    from deploybench.config import Settings
+    from deploybench.steps.model_report import model_report
+
+    settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    configs = sorted((ROOT / "results" / "dlrm" / "cpu").glob("*/README.md"))
+    assert configs
+    out = tmp_path / "README.md"
+    model_report({"model": "dlrm", "title": "DLRM", "reference": settings.reference("dlrm")},
+                 configs, out, tmp_path / "off.png", tmp_path / "on.png")
+    section = out.read_text().split(
+        "## Offline: inferences/second beside the published tables\n\n")[1]
+    note, table = section.split("\n\n")[:2]
+    assert "The `cpu` columns ran on the CPU key" in note and "other hardware" in note
+    header = table.splitlines()[0]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table.splitlines()[2:]}
+    for readme in configs:
+        served = "ensemble" if readme.parent.name.startswith("hps-") else "python"
+        column = header.split(" | ").index(f"cpu {readme.parent.name} (served by {served})")
+        offline = pd.read_csv(readme.parent / "offline.csv").set_index("Batch")
+        measured = offline.loc[1024, "Inferences/Second"]
+        assert float(rows["1024"][column]) == pytest.approx(measured, abs=0.05)
+    assert "a100 NVDIA Merlin HPS + NVIDIA TensorRT FP16 (reference)" in header
+    assert "| Warm-up (offline) |" in out.read_text()

@@ -13,6 +13,7 @@ import pandas as pd
 from .. import atomic, layout, provenance
 from .. import search as configuration_search
 from ..backends import export_precision
+from ..cluster import CPU_KEY
 from ..tables import SHARED_MEMORY, THROUGHPUT, published_gpus, reference_rows
 from .headline import configuration_headline, model_lines
 from .markdown import markdown_table
@@ -118,6 +119,16 @@ def configuration_headlines(configs: list[Path]) -> dict[str, dict]:
         for readme in configs}
 
 
+CPU_BESIDE = (" The `cpu` columns ran on the CPU key (the host's CPUs, named in each "
+              "configuration's report; settings below), every published row on the GPU "
+              "its label names: other hardware, beside the tables, not a reproduction "
+              "of them.")
+
+
+def _on_cpu(configs: list[Path]) -> bool:
+    return any(layout.configuration_of(Path(c).parent)["gpu"] == CPU_KEY for c in configs)
+
+
 def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
                  online_frontier: Path, headline: Path | None = None) -> None:
     """Every configuration of a model built so far (best offline throughput, lowest online
@@ -210,7 +221,7 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
             reference["document"]
         narrowed = "".join(f", {k} {v}" for k, v in where.items())
         source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
-                  f"{narrowed}.\n\n")
+                  f"{narrowed}.{CPU_BESIDE if _on_cpu(configs) else ''}\n\n")
         for scenario in ("offline", "online"):
             compared = reference_comparison(configs, path, document, where, scenario)
             if len(compared):
@@ -222,11 +233,10 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
                          "tables\n\nAt each batch size and concurrency a published table "
                          "has; `avg latency (ms)` is the sum of the latency components, as "
                          "the references compute it.\n\n" + markdown_table(latencies))
-        settings = reference_settings(configs, path, document, where)
-        if any(layout.configuration_of(Path(c).parent)["gpu"] != "cpu" for c in configs):
+        if configs:
             text += ("\n\n## Settings beside the published tables\n\nWhat each published "
                      "table states (tables stating the same in one column; empty: not "
-                     "stated) and what each GPU configuration ran with.\n\n"
-                     + markdown_table(settings))
+                     "stated) and what each configuration ran with.\n\n"
+                     + markdown_table(reference_settings(configs, path, document, where)))
     with atomic.output(out) as tmp:
         tmp.write_text(text + "\n")

@@ -53,13 +53,14 @@ def _series_label(series: tuple) -> str:
     return f"{gpu} {reference_series(*rest)} (reference)"
 
 
-def _measured(configs: list[Path], scenario: str, cpu: bool = False):
+def _measured(configs: list[Path], scenario: str):
     """(GPU key, label, table) of each configuration's measured scenario (the CPU key's
-    too with `cpu`), one per shared-memory mode, labelled with the backend that served it."""
+    too: W&D, DLRM and DCNv2 have no other), one per shared-memory mode, labelled with the
+    backend that served it."""
     for readme in configs:
         folder = readme.parent
         gpu = layout.configuration_of(folder)["gpu"]
-        if (gpu == CPU_KEY and not cpu) or not (folder / f"{scenario}.csv").is_file():
+        if not (folder / f"{scenario}.csv").is_file():
             continue
         measured = read_perf(folder / f"{scenario}.csv")
         for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
@@ -148,8 +149,6 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
     for readme in configs:
         folder = readme.parent
         where = layout.configuration_of(folder)
-        if where["gpu"] == "cpu":
-            continue
         ran = json.loads((folder / "offline.json").read_text())
         table[configuration_label(folder)] = [_setting(read(ran, where["backend"]))
                                   for _, read in _SETTINGS.values()]
@@ -206,7 +205,7 @@ def frontier_lines(configs: list[Path], reference: dict | None, scenario: str) -
     order = "Batch" if scenario == "offline" else "Concurrency"
     lines = [(gpu, label, False,
               rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]}).sort_values(order))
-             for gpu, label, rows in _measured(configs, scenario, cpu=True)]
+             for gpu, label, rows in _measured(configs, scenario)]
     if not reference:
         return lines
     ref = _reference_rows(Path(reference["path"]), reference["document"],
