@@ -1,0 +1,106 @@
+"""BERT exported in FP16 from the pipeline's source steps: an FP16 graph close to the FP32
+source, a trace that runs in half on the CPU, and refused where a format has no FP16."""
+
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+TINY = {
+    "vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2,
+    "initializer_range": 0.02, "gelu_approximate": "tanh", "max_seq_length": 64,
+    "doc_stride": 16, "max_query_length": 16, "n_best_size": 20, "max_answer_length": 30,
+    "do_lower_case": True, "vocab_file": None,
+}
+# DLE's distilled 4L-288D student with run_squad's settings (config/models/bert.yaml)
+REFERENCE = {**TINY, "vocab_size": 30522, "hidden_size": 288, "num_hidden_layers": 4,
+             "num_attention_heads": 12, "intermediate_size": 1152,
+             "max_position_embeddings": 512, "max_seq_length": 384, "doc_stride": 128,
+             "max_query_length": 64}
+SIZE = {"n_articles": 2, "paragraphs": 3, "questions": 3, "fillers": 6}
+NAMES = ["input__0", "input__1", "input__2"]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """bert-tiny's weights and evaluation set, as the pipeline's source steps make them."""
+    from conftest import main_config
+    from deploybench.config import Settings
+    from deploybench.steps import source as steps
+
+    settings = Settings(main_config())
+    spec = settings.export_settings("bert-tiny")
+    out = tmp_path_factory.mktemp("bert-tiny")
+    steps.weights(spec, out / "weights.pt")
+    steps.generate_data(spec, out / "data")
+    steps.eval_set(spec, out / "weights.pt", out / "data", out / "eval.npz")
+    return settings, out
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+def test_fp16_export_is_an_fp16_graph_close_to_the_fp32_source(source):
+    """The export step's onnx-fp16 (the seed's EXPORT_PRECISION fp16): every weight and
+    both outputs FP16 in the graph, ids still INT32; on ONNX Runtime's CPU provider its
+    logits match the FP32 source model's within the FP16 conversion tolerance; the convert
+    step serves it as it is (no second cast)."""
+    from deploybench import layout, single, source_model
+    from deploybench.steps.conversion_check import compare, tolerance
+    from deploybench.steps.export import export
+
+    settings, out = source
+    run = settings.run("bert-tiny", "h100", "onnx", "fp16")
+    spec = {**settings.export_settings("bert-tiny"), "export": {"onnx_opset": 13}}
+    exported = out / "onnx-fp16.onnx"
+    export(spec, layout.export_folder("onnx", "fp16"), out / "weights.pt", out / "eval.npz",
+           exported)
+    graph = onnx.load(str(exported)).graph
+    elem = onnx.TensorProto
+    assert {i.data_type for i in graph.initializer if i.data_type in (elem.FLOAT,
+                                                                      elem.FLOAT16)} == {
+        elem.FLOAT16}
+    assert [o.type.tensor_type.elem_type for o in graph.output] == [elem.FLOAT16] * 2
+    assert [i.type.tensor_type.elem_type for i in graph.input] == [elem.INT32] * 3
+
+    inputs, reference, _ = source_model.load_eval(spec, out / "eval.npz")
+    session = ort.InferenceSession(str(exported), providers=["CPUExecutionProvider"])
+    got = session.run(None, dict(zip(NAMES, inputs)))
+    assert all(g.dtype == np.float16 for g in got)
+    for tensor, g, ref in zip(spec["outputs"], got, reference):
+        tol = tolerance(run["model"], "fp16", tensor["name"])
+        row = compare(tensor["name"], g, ref, tol["atol"], tol["rtol"])
+        assert row["passed"], row
+        assert row["max_abs_error"] > 0  # it did run in FP16
+
+    converted = out / "converted.onnx"
+    single.convert(run, exported, converted)
+    assert converted.read_bytes() == exported.read_bytes()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_fp16_trace_runs_in_half_on_the_cpu(source):
+    """ts-trace-fp16: torch on the CPU traces the halved model (DLE's seed traced it in
+    FP16 too); the trace's logits are FP16 and match the source's."""
+    from deploybench import source_model
+    from deploybench.steps.export import export
+
+    settings, out = source
+    spec = settings.export_settings("bert-tiny")
+    export(spec, "ts-trace-fp16", out / "weights.pt", out / "eval.npz", out / "trace.pt")
+    inputs, reference, _ = source_model.load_eval(spec, out / "eval.npz")
+    with torch.no_grad():
+        got = torch.jit.load(str(out / "trace.pt"))(*(torch.from_numpy(a) for a in inputs))
+    for g, ref in zip(got, reference):
+        assert g.dtype == torch.float16
+        np.testing.assert_allclose(g.float().numpy(), ref, rtol=0, atol=5e-2)
+
+
+def test_fp16_export_is_refused_where_the_format_has_none(source):
+    from deploybench.steps.export import export
+
+    settings, out = source
+    with pytest.raises(ValueError, match="exports 'torch-export' in FP32 only"):
+        export(settings.export_settings("bert-tiny"), "torch-export-fp16", out / "weights.pt",
+               out / "eval.npz", out / "program.pt2")

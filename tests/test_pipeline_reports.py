@@ -1,0 +1,340 @@
+"""What the reports of real Snakemake runs of the tiny TFT configuration say: repeats and
+their spread, regression reports against an earlier run, a baseline folder or a software
+change, and the HTML report of a whole or partly built workflow."""
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import PIL.Image
+import pytest
+import yaml
+
+from conftest import (
+    ROOT,
+    TINY,
+    copy_build,
+    planned_jobs,
+    snakemake,
+)
+from deploybench import layout, provenance
+
+pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
+
+RUN = "results/tft-tiny/cpu/onnx_fp32"
+
+
+@pytest.fixture(scope="module")
+def built(tiny_build, tmp_path_factory):
+    """The tiny configuration's default build, this module's own copy."""
+    return copy_build(tiny_build, tmp_path_factory.mktemp("reports") / "work")
+
+
+def test_repeats_keep_the_median_run_and_say_how_far_runs_spread(built, tmp_path):
+    """perf.repeats: 3 fresh perf_analyzer runs a level; the table keeps the median one."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    extra = tmp_path / "repeats.yaml"
+    extra.write_text(yaml.safe_dump({"perf_overrides": {"cpu": {"repeats": 3}}}))
+    # both config files in one option (a second --configfile would replace the first)
+    snakemake(work, f"{RUN}/offline.csv", f"{RUN}/README.md", "--configfile", str(TINY),
+              str(extra))
+    offline = pd.read_csv(work / RUN / "offline.csv")
+    noise = json.loads((work / RUN / "offline.json").read_text())["repeats"]
+    assert [(n["Batch"], n["Concurrency"]) for n in noise] == list(
+        zip(offline["Batch"], offline["Concurrency"]))
+    for level, kept in zip(noise, offline["Inferences/Second"]):
+        runs = level["runs"]
+        assert len(runs) == 3 and level["median"] == sorted(runs)[1]
+        assert abs(kept - level["median"]) < 0.01  # the median run is the table's row
+        assert min(runs) <= level["ci95"][0] <= level["median"] <= level["ci95"][1] <= max(runs)
+        span = (max(runs) - min(runs)) / level["median"] * 100
+        assert abs(level["range_pct"] - span) < 0.01 and level["noisy"] == (span > 60)
+    readme = (work / RUN / "README.md").read_text()
+    assert "## Noise" in readme and "3 runs a level" in readme
+    assert "looser than perf_analyzer's and the references' 10 %" in readme
+
+
+def markdown_rows(text: str, heading: str) -> list[dict]:
+    """The rows of the first table under `heading` in a Markdown report."""
+    section = text.split(f"\n{heading}\n", 1)[1]
+    lines = [line for line in section.split("\n## ", 1)[0].splitlines()
+             if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return [dict(zip(cells[0], row)) for row in cells[2:]] if cells else []
+
+
+def test_an_unchanged_rerun_reports_no_change_beyond_the_noise(built, tmp_path):
+    """The offline measurement re-run with nothing changed: compare.md (baseline: the
+    previous measurement) finds no level faster or slower than the two runs' noise, and the
+    same code; a history stamp given on the command line picks the same baseline."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    snakemake(work, f"{RUN}/compare.md", "results/tft-tiny/compare.md", "--forcerun", "offline")
+    report = (work / RUN / "compare.md").read_text()
+    stamps = list(layout.history_copies(work / RUN / "offline.json"))
+    summary = {row["scenario"]: row for row in markdown_rows(report, "## Summary")}
+    assert summary["offline"]["current"] == f"history/offline-{stamps[-1]}", summary
+    assert summary["offline"]["baseline"] == f"history/offline-{stamps[-2]}", summary
+    levels = markdown_rows(report, "## Offline")
+    assert [row["verdict"] for row in levels] == ["unchanged", "unchanged"], report
+    assert "**No change beyond the measured noise** in 2 compared levels." in report
+    for scenario in ("online", "native"):  # measured once so far
+        assert summary[scenario]["baseline"] == "none", summary
+    assert "No baseline yet: no measurement before the current one" in report
+    assert "project.commit" not in report
+    assert markdown_rows(report, "## Settings differences") == []
+    model = markdown_rows((work / "results/tft-tiny/compare.md").read_text(),
+                          "## Configurations")
+    assert model == [{"configuration": "[cpu/onnx_fp32](cpu/onnx_fp32/compare.md)",
+                      "compared": "offline", "faster": "0", "slower": "0", "mixed": "0",
+                      "unchanged": "2", "added": "0", "removed": "0",
+                      "contended": model[0]["contended"],
+                      "provenance differences": model[0]["provenance differences"]}], model
+
+    snakemake(work, f"{RUN}/compare.md", "--config", f"compare={{baseline: {stamps[-2]}}}")
+    report = (work / RUN / "compare.md").read_text()
+    assert f"against the baseline `{stamps[-2]}` (history stamp" in report
+    summary = {row["scenario"]: row for row in markdown_rows(report, "## Summary")}
+    assert summary["offline"]["baseline"] == f"history/offline-{stamps[-2]}", summary
+
+
+def test_a_bad_baseline_is_refused_early_with_what_is_valid(built):
+    result = snakemake(built, "-n", "--config", "compare={baseline: last-tuesday}", check=False)
+    assert result.returncode != 0
+    assert ("compare.baseline 'last-tuesday' is not a baseline; valid: 'previous', a history "
+            "stamp (YYYYMMDDTHHMMSSZ") in result.stdout + result.stderr
+
+
+def test_a_baseline_folder_is_compared_level_by_level(built, tmp_path):
+    """A measurement set in a folder of its own (as committed GPU results are), given on
+    the command line: a modified copy of the built run. A level only the current run has is
+    added, one only the set has removed; against ten times its throughput the current run
+    is slower beyond the noise, except where the set's repeats have an interval as wide;
+    replacing a file of the set re-runs the report."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    committed = tmp_path / "set" / "onnx_fp32"  # the set's folder of this configuration
+    committed.mkdir(parents=True)
+    for name in ("offline", "online", "native"):
+        for suffix in (".csv", ".json"):
+            shutil.copy2(work / RUN / f"{name}{suffix}", committed / f"{name}{suffix}")
+    offline = pd.read_csv(committed / "offline.csv")
+    four = offline[offline["Batch"] == 4].assign(**{
+        "Inferences/Second": offline["Inferences/Second"] * 10})
+    pd.concat([four, four.assign(Batch=8)]).to_csv(committed / "offline.csv", index=False)
+    online = pd.read_csv(committed / "online.csv")
+    online["Inferences/Second"] *= 10
+    online.to_csv(committed / "online.csv", index=False)
+    report = json.loads((committed / "online.json").read_text())
+    wide = online[online["Concurrency"] == 2].iloc[0]
+    report["repeats"] = [{"Batch": 1, "Concurrency": 2, "Shared memory": "none",
+                          "ci95": [wide["Inferences/Second"] * 0.05,
+                                   wide["Inferences/Second"] * 1.1]}]
+    (committed / "online.json").write_text(json.dumps(report))
+    setting = f"compare={{baseline: {committed.parent}}}"
+    snakemake(work, f"{RUN}/compare.md", "--config", setting)
+
+    text = (work / RUN / "compare.md").read_text()
+    verdicts = {scenario: [(row.get("Concurrency"), row["Batch"], row["verdict"])
+                           for row in markdown_rows(text, f"## {scenario.capitalize()}")]
+                for scenario in ("offline", "online", "native")}
+    assert verdicts == {"offline": [("1", "1", "added"), ("1", "4", "**slower**"),
+                                    ("1", "8", "removed")],
+                        "online": [("1", "1", "**slower**"), ("2", "1", "unchanged")],
+                        "native": [(None, "1", "unchanged"), (None, "4", "unchanged")]}, text
+    rows = markdown_rows(text, "## Online")
+    assert rows[1]["noise ± % (baseline, current)"] == "95, 60", rows  # the interval's
+    summary = {row["scenario"]: row["baseline"] for row in markdown_rows(text, "## Summary")}
+    assert set(summary.values()) == {str(committed)}, summary
+    assert "project.commit" not in text  # the same run's provenance
+
+    time.sleep(1.1)
+    online.assign(**{"Inferences/Second": online["Inferences/Second"] * 2}).to_csv(
+        committed / "online.csv", index=False)
+    assert planned_jobs(snakemake(work, "-n", f"{RUN}/compare.md", "--config", setting)) == {
+        "configuration_comparison": 1}
+
+
+def project_copy(dest: Path) -> Path:
+    """The repository's workflow, package and configs (working tree) as a git repository
+    of its own, committed: a run from it records that commit."""
+    files = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "Snakefile",
+         "rules", "scripts", "triton_backend", "config", "tests/config", "envs", "profiles",
+         "report"],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    for name in files:
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    commit(dest, "the project as tested", init=True)
+    return dest
+
+
+def commit(project: Path, message: str, init: bool = False) -> str:
+    git = ["git", "-C", str(project)]
+    if init:
+        subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "-c", "user.name=test", "-c", "user.email=test@localhost", "commit",
+                    "-qm", message], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_software_change_is_reported_with_its_provenance(built, tmp_path):
+    """A commit that makes the runner wait 20 ms before each inference (as a slow
+    pre-processing step would): the model repository and what was measured on it re-run,
+    and compare.md reports every offline and online level slower beyond the noise, with the
+    project's commit among what differs."""
+    work = tmp_path / "work"
+    shutil.copytree(built, work, symlinks=True)
+    project = project_copy(tmp_path / "project")
+    runner = project / "scripts/deploybench/runners/onnxruntime.py"
+    code = runner.read_text()
+    code = code.replace("import numpy as np\n", "import time\n\nimport numpy as np\n", 1)
+    code = code.replace("    def __call__(self, arrays):\n",
+                        "    def __call__(self, arrays):\n        time.sleep(0.02)\n", 1)
+    runner.write_text(code)
+    changed = commit(project, "the runner waits 20 ms before each inference")
+    snakemake(work, f"{RUN}/compare.md", "results/tft-tiny/compare.md", project=project)
+
+    report = (work / RUN / "compare.md").read_text()
+    summary = {row["scenario"]: row for row in markdown_rows(report, "## Summary")}
+    for scenario, levels in (("offline", 2), ("online", 2)):
+        assert summary[scenario]["slower"] == str(levels), summary
+        rows = markdown_rows(report, f"## {scenario.capitalize()}")
+        assert [row["verdict"] for row in rows] == ["**slower**"] * levels, report
+        assert all(float(row["inf/s change"].rstrip(" %")) < -75 for row in rows), rows
+    assert summary["native"]["baseline"] == "none"  # the runner's code is not native's input
+    assert "**4 slower** of 4 compared levels, beyond the measured noise." in report
+    before = json.loads((built / RUN / "offline.json").read_text())["provenance"]["project"]
+    differences = {row["what"]: row for row in markdown_rows(report, "## Provenance differences")}
+    assert differences["project.commit"] == {"what": "project.commit",
+                                             "baseline": before["commit"], "current": changed,
+                                             "scenarios": "offline, online"}, differences
+    # the code's digest: the changed commit's, which it names
+    code = differences["project.code"]["current"]
+    assert code == provenance.code_digest(project, changed) != before["code"], differences
+    assert provenance.commits_with_code(code, project) == [changed]
+    model = markdown_rows((work / "results/tft-tiny/compare.md").read_text(),
+                          "## Configurations")
+    assert (model[0]["compared"], model[0]["slower"]) == ("offline, online", "4"), model
+    assert "project.commit" in model[0]["provenance differences"], model
+
+
+def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chromium):
+    """`snakemake --report` on the build, opened in headless Chromium: a configuration's
+    report, tables and plots and its model's are listed by label, described by their
+    captions, and every image loads, in the report and in the README pages it frames."""
+    report = tmp_path / "report.html"
+    snakemake(built, "--report", str(report))
+    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(report.as_uri())
+
+    def listed() -> list[str]:  # the labels of the subcategory shown
+        return page.locator("nav tbody tr td:first-child").all_inner_texts()
+
+    def row(label: str):
+        return page.locator("nav tbody tr", has_text=label)
+
+    def loaded(frame) -> list[int]:  # the naturalWidth of each <img> of a frame
+        frame.wait_for_function("[...document.images].every(img => img.complete)")
+        return frame.eval_on_selector_all("img", "imgs => imgs.map(img => img.naturalWidth)")
+
+    def shown(label: str, name: str) -> None:  # a row's first button shows its image
+        row(label).locator("a").first.click()
+        image = page.locator("div.p-3 > img")
+        assert f"filename={name};" in image.get_attribute("src"), label
+        widths = loaded(page.main_frame)  # the report's logo and the image shown
+        assert len(widths) == 2 and min(widths) > 0, (label, widths)
+
+    def framed(label: str, title: str, images: int):  # a README page, in the report's frame
+        row(label).locator("a").first.click()
+        readme = page.locator("iframe").element_handle().content_frame()
+        assert title in readme.inner_text("h1")
+        widths = loaded(readme)
+        assert len(widths) == images and all(width > 0 for width in widths), widths
+        return readme
+
+    page.get_by_role("link", name="Results", exact=True).click()  # (one model: one link)
+    page.get_by_role("link", name="cpu/onnx_fp32", exact=True).click()
+    plots = ("offline_latency", "offline_throughput", "online_latency", "online_tail")
+    tables = ("accuracy", "conversion_check", "floor", "native", "offline", "online")
+    assert set(listed()) >= {"report: README", "report: compare",
+                             *(f"plot: {name.replace('_', ' ')}" for name in plots),
+                             *(f"table: {name.replace('_', ' ')}" for name in tables)}
+    for name in plots:
+        shown(f"plot: {name.replace('_', ' ')}", f"{name}.png")
+    readme = framed("report: README", "CPU only (the embedded default), ONNX Runtime with "
+                    "FP32", images=4)
+    assert readme.locator("th", has_text="Inferences/Second").count() >= 2  # tables as tables
+    comparison = framed("report: compare", "Regression report: TFT (tiny", images=0)
+    assert comparison.locator("th", has_text="baseline").count() >= 1  # its summary table
+    screenshot = page.screenshot()
+    row("table: offline").locator("a").nth(1).click()  # its description
+    assert "Offline performance: static batching" in page.locator("nav").first.inner_text()
+    assert page.evaluate("Object.values(results).every(result => result.caption)")
+
+    page.get_by_role("link", name="tft-tiny", exact=True).click()
+    page.get_by_role("link", name="all configurations", exact=True).click()
+    assert set(listed()) == {"report: README", "report: compare", "plot: offline frontier",
+                             "plot: online frontier"}
+    shown("plot: online frontier", "online_frontier.png")
+    framed("report: README", "TFT (tiny test configuration): results", images=2)
+    # the front page: each model's headline, a README two clicks away (its entry, its button)
+    page.goto(report.as_uri())
+    front = page.locator("div.prose").first
+    headline = (built / "results/tft-tiny/headline.md").read_text()
+    assert "**cpu onnx_fp32**: offline " in headline and "- Fastest offline " in headline
+    assert headline.splitlines()[0][2:].replace("**", "") in front.inner_text()
+    front.get_by_role("link", name="cpu/onnx_fp32 README", exact=True).click()
+    page.locator("nav table a").first.click()
+    front_readme = page.locator("iframe").element_handle().content_frame()
+    assert "ONNX Runtime with FP32" in front_readme.inner_text("h1")
+    assert not errors, errors
+
+    assert screenshot.startswith(b"\x89PNG\r\n\x1a\n")
+    image = PIL.Image.open(io.BytesIO(screenshot)).convert("RGB")
+    assert image.size == (1400, 1000) and len(image.getcolors(1 << 20)) > 100  # not blank
+    (tmp_path / "report.png").write_bytes(screenshot)  # to look at after a failure
+
+
+def test_html_report_of_named_targets_lists_what_their_jobs_made(built, tmp_path):
+    """Snakemake's way on a partly built workflow: a report of the targets named, here a
+    configuration's README.md: its tables and plots, not the pages the default renders."""
+    report = tmp_path / "partial.html"
+    snakemake(built, "--report", str(report), f"{RUN}/README.md")
+    listed = re.search(r'<script id="categories">\s*var categories = (.*);\n',
+                       report.read_text()).group(1)
+    assert json.loads(listed) == {"tft-tiny": {"cpu/onnx_fp32": sorted(
+        (f"{RUN}/{name}" for name in (
+            "accuracy.csv", "conversion_check.csv", "floor.csv", "native.csv", "offline.csv",
+            "online.csv", "plots/offline_latency.png", "plots/offline_throughput.png",
+            "plots/online_latency.png", "plots/online_tail.png")),
+        key=lambda path: Path(path).name)}}
+
+
+def test_html_report_of_a_partly_built_workflow_shows_what_was_built(built, tmp_path):
+    """`snakemake --report` while a default target is not built yet (a configuration added
+    to the targets): a report of what exists, where Snakemake alone refuses the DAG."""
+    more = tmp_path / "more.yaml"
+    more.write_text(yaml.safe_dump({"targets": [
+        {"model": "tft-tiny", "gpu": "cpu", "backend": b, "precision": "fp32"}
+        for b in ("onnx", "ts-script")]}))
+    report = tmp_path / "partial.html"
+    snakemake(built, "--configfile", str(TINY), str(more), "--report", str(report))
+    listed = json.loads(re.search(r'<script id="categories">\s*var categories = (.*);\n',
+                                  report.read_text()).group(1))
+    assert set(listed["tft-tiny"]) == {"cpu/onnx_fp32", "all configurations"}, listed
+    assert f"{RUN}/README.html" in listed["tft-tiny"]["cpu/onnx_fp32"]
+    assert "results/tft-tiny/README.html" in listed["tft-tiny"]["all configurations"]
+    assert not (built / "results/tft-tiny/cpu/ts-script_fp32").exists()  # nothing ran
