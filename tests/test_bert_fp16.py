@@ -1,26 +1,12 @@
 """BERT exported in FP16 from the pipeline's source steps: an FP16 graph close to the FP32
 source, a trace that runs in half on the CPU, and refused where a format has no FP16."""
 
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 import torch
 
-TINY = {
-    "vocab_size": 512, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-    "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2,
-    "initializer_range": 0.02, "gelu_approximate": "tanh", "max_seq_length": 64,
-    "doc_stride": 16, "max_query_length": 16, "n_best_size": 20, "max_answer_length": 30,
-    "do_lower_case": True, "vocab_file": None,
-}
-# DLE's distilled 4L-288D student with run_squad's settings (config/models/bert.yaml)
-REFERENCE = {**TINY, "vocab_size": 30522, "hidden_size": 288, "num_hidden_layers": 4,
-             "num_attention_heads": 12, "intermediate_size": 1152,
-             "max_position_embeddings": 512, "max_seq_length": 384, "doc_stride": 128,
-             "max_query_length": 64}
-SIZE = {"n_articles": 2, "paragraphs": 3, "questions": 3, "fillers": 6}
 NAMES = ["input__0", "input__1", "input__2"]
 
 
