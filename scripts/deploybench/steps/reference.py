@@ -73,7 +73,7 @@ def _measured(configs: list[Path], scenario: str):
 
 def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
                         where: dict, scenario: str) -> pd.DataFrame:
-    """Throughput and latencies of the published rows and of this pipeline's GPU
+    """Throughput and latencies of the published rows and of this pipeline's
     configurations, joined on batch and concurrency (the published rows' pairs only);
     `avg latency (ms)` is the references' sum of components, ours summed the same way."""
     ref = _reference_rows(reference_csv, document, where, scenario)
@@ -136,7 +136,7 @@ def _setting(value) -> str:
 def reference_settings(configs: list[Path], reference_csv: Path, document: str,
                        where: dict) -> pd.DataFrame:
     """The settings each published table states (series with the same settings in one
-    column) beside the ones each GPU configuration ran with; empty where a table says
+    column) beside the ones each configuration ran with; empty where a table says
     nothing."""
     ref = _reference_rows(reference_csv, document, where, "offline")
     columns: dict[str, list[str]] = {}
@@ -179,7 +179,7 @@ def reference_accuracy(configs: list[Path], reference: dict) -> pd.DataFrame:
 
 def reference_comparison(configs: list[Path], reference_csv: Path, document: str,
                          where: dict, scenario: str) -> pd.DataFrame:
-    """Inferences/second of this pipeline's GPU configurations beside the reference's published
+    """Inferences/second of this pipeline's configurations beside the reference's published
     rows (every GPU, backend and precision of the document, narrowed by `where`: column ->
     value) at the same batch size and concurrency."""
     keys = ["Batch", "Concurrency"]
