@@ -67,9 +67,7 @@ for line in "${runs[@]}"; do
         [ "$(state "$work")" = done ] && touch "$work/packed"
         mkdir -p "$out/$name"
         cp "$work/snakemake.log" "$out/$name/" 2>/dev/null
-        (cd "$work" && tar czf "$out/$name/results.tgz" --exclude=converted \
-            --exclude=model_repository --exclude='*/export' --exclude='*/source' \
-            --exclude='.*-work' results/*/h100 results/packages 2>/dev/null)
+        bash scripts/pack_results.sh "$work" "$out/$name/results.tgz"
     fi
     echo "$name (GPU $gpu): $(state "$work") $(cat "$work/snakemake.rc" 2>/dev/null)" \
         "$(grep -c 'Finished jobid' "$work/snakemake.log" 2>/dev/null) jobs done;" \

@@ -82,7 +82,5 @@ if [ -n "${AFTER:-}" ] && ! running; then
     echo "after exit: $?"
     tail -30 "$out/after.txt"
 fi
-(cd "$work" && tar czf "$out/results.tgz" --exclude=converted --exclude=model_repository \
-    --exclude='*/export' --exclude='*/source' --exclude='.*-work' results/*/h100 \
-    results/packages 2>/dev/null)  # the package lists the provenance names by hash
+bash scripts/pack_results.sh "$work" "$out/results.tgz"
 ls -la "$out"
