@@ -5,11 +5,11 @@
 #   bash scripts/gpu_lanes.sh SECONDS LANES_FILE
 # LANES_FILE: a run a line, `LANE NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
 # starts a comment); lane n runs on GPU n modulo the GPUs there are, so on fewer GPUs
-# lanes share one, their runs one after another in the file's order. Each call starts what may start now (a lane's next run once the one
-# before it has ended; every run through gpu_session.sh's DETACH=1, so it outlives the
-# call), waits up to SECONDS while any runs, and leaves in $OUT/NAME each run's logs and
-# results so far (a run that has ended: in the first call after its end). A later call
-# with more lines adds runs to the lanes.
+# lanes share one, their runs one after another in the file's order. Each call starts
+# what may start now (a lane's next run once the one before it has ended; every run
+# through gpu_session.sh's DETACH=1, so it outlives the call), waits up to SECONDS while
+# any runs, and leaves in $OUT/NAME each run's logs and results so far (a run that has
+# ended: in the first call after its end). A later call with more lines adds runs.
 set -uo pipefail
 box=$1
 lanes=$2

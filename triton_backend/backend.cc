@@ -26,11 +26,12 @@ TRITONSERVER_Error* error(TRITONSERVER_Error_Code code, const std::string& text)
   return TRITONSERVER_ErrorNew(code, ("deploybench backend: " + text).c_str());
 }
 
-void log_info(const std::string& text) {
-  TRITONSERVER_Error* e =
-      TRITONSERVER_LogMessage(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, text.c_str());
+void log_message(TRITONSERVER_LogLevel level, const std::string& text) {
+  TRITONSERVER_Error* e = TRITONSERVER_LogMessage(level, __FILE__, __LINE__, text.c_str());
   if (e != nullptr) TRITONSERVER_ErrorDelete(e);
 }
+
+void log_info(const std::string& text) { log_message(TRITONSERVER_LOG_INFO, text); }
 
 // libtorch's warnings go to c10's handler, which prints each one to stderr: a warning
 // raised at every call (a TorchScript LSTM's "RNN module weights are not part of single
@@ -49,11 +50,8 @@ class FoldedWarnings : public c10::WarningHandler {
     uint64_t power = 1;
     while (power < count) power *= 10;
     if (power != count) return;
-    std::string line = "libtorch warning (" + std::to_string(count) +
-                       (count == 1 ? " time" : " times so far") + "): " + text;
-    TRITONSERVER_Error* e =
-        TRITONSERVER_LogMessage(TRITONSERVER_LOG_WARN, __FILE__, __LINE__, line.c_str());
-    if (e != nullptr) TRITONSERVER_ErrorDelete(e);
+    std::string times = std::to_string(count) + (count == 1 ? " time" : " times so far");
+    log_message(TRITONSERVER_LOG_WARN, "libtorch warning (" + times + "): " + text);
   }
 
  private:
