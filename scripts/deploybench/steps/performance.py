@@ -179,7 +179,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
                              "samples_per_request": row.batch,
                              "request_shapes": dict(row.shapes) or None})
-            loads.append({**level, **load.result})
+            loads.append({**level, **serving.interference(server, runs, load.result)})
             usage.append({**level, **sampled.result})
             if repeats > 1:
                 noise.append({**level, **spread([r[THROUGHPUT] for r in runs],

@@ -15,7 +15,9 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -55,6 +57,11 @@ UNSETTLED = "Failed to obtain stable measurement"
 EMPTY_WINDOW = "No valid requests recorded within time interval"
 # A stability threshold (%) any three windows meet: the run that records an unstable level
 ANY_SPREAD = 1_000_000
+# Requests of the kept windows: perf_analyzer's (client) and all the server answered
+SENT = re.compile(r"Client: *\n\s*Request count: (\d+)")
+ANSWERED = re.compile(r"Successful request count: (\d+)")
+# in the row of a run: requests the server answered in its windows that it did not send
+FOREIGN = "foreign requests"
 
 
 class PerfError(RuntimeError):
@@ -64,6 +71,33 @@ class PerfError(RuntimeError):
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class PerfDeath(PerfError):
+    """A run that ended for a reason no retry mends: perf_analyzer killed by a signal, the
+    python backend's stub dead, /dev/shm full."""
+
+
+# What perf_analyzer prints when a python-backend model's stub process has died
+STUB_DEAD = re.compile(r"Stub process '([^']+)' is not healthy")
+
+
+def death(result: subprocess.CompletedProcess, row: Row) -> str | None:
+    """What ended a failed run, where a retry cannot help; None where it may."""
+    if result.returncode < 0:
+        name = signal.Signals(-result.returncode).name
+        why = f"perf_analyzer was killed by {name}"
+        if name == "SIGBUS" and row.shared_memory == "system":  # a page it could not get
+            st = os.statvfs("/dev/shm")
+            why += (f": a system shared-memory region it wrote had no memory behind it, "
+                    f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free of "
+                    f"{st.f_blocks * st.f_frsize} (full, or a region truncated under it)")
+        return why
+    stub = STUB_DEAD.search(result.stdout + result.stderr)
+    if stub:
+        return (f"the python backend's stub process of '{stub.group(1)}' died (killed, "
+                "by the OOM killer among others: see the server log and the kernel's)")
+    return None
 
 
 class PerfTimeout(PerfError):
@@ -158,6 +192,33 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
     return cmd
 
 
+def run_client(server, cmd: list[str], timeout_s: float | None = None
+               ) -> subprocess.CompletedProcess:
+    """perf_analyzer against `server`, in its environment (its shared-memory names), with
+    the descriptors it hands on (the device lock), in a session of its own that the
+    server's watchdog ends if this step is killed (deploybench.triton.watchdog).
+    TimeoutExpired after `timeout_s`, perf_analyzer killed, with what it printed."""
+    watchdog = getattr(server, "watchdog", None)
+    with subprocess.Popen(cmd, env=server.env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, pass_fds=server.keep_fds,
+                          start_new_session=True) as proc:
+        if watchdog:
+            watchdog.add(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(cmd, timeout_s, out, err) from None
+        except BaseException:  # Ctrl-C, a job's SIGTERM: perf_analyzer ends with the step
+            proc.kill()
+            raise
+        finally:
+            if watchdog:
+                watchdog.discard(proc.pid)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def parse_csv(text: str, row: Row) -> dict:
     """One perf_analyzer CSV (one concurrency level) -> one row in the reference tables'
     units."""
@@ -174,6 +235,19 @@ def parse_csv(text: str, row: Row) -> dict:
     table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
     return table | {SHARED_MEMORY: row.shared_memory,
                     COMPONENT_SUM: sum(table[c] for c in COMPONENTS)}
+
+
+def foreign_requests(stdout: str, row: Row, measured: dict) -> int | None:
+    """The requests the server answered in the windows perf_analyzer kept beyond those it
+    sent there (another client's: the server's statistics count everyone's), less what
+    the windows' edges account for (the requests in flight at each edge, which one side
+    counts and the other not); None where perf_analyzer printed no counts."""
+    sent, answered = SENT.search(stdout), ANSWERED.search(stdout)
+    if not sent or not answered:
+        return None
+    in_flight = (math.ceil(row.rate * measured["p99 latency (ms)"] / 1000) + 1 if row.rate
+                 else row.concurrency)
+    return max(0, int(answered.group(1)) - int(sent.group(1)) - 2 * in_flight)
 
 
 def window_spread(stdout: str) -> float:
@@ -208,8 +282,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.flush()
         # the server's environment: its shared-memory names (deploybench.triton.server)
         try:
-            result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
-                                    pass_fds=server.keep_fds, timeout=timeout_s)
+            result = run_client(server, cmd, timeout_s)
         except subprocess.TimeoutExpired as late:  # killed: an open-loop backlog may never drain
             log.write(f"{late.stdout or ''}[no result within {timeout_s:g} s: killed]\n")
             raise PerfTimeout(f"perf_analyzer did not finish the {scenario} level at batch "
@@ -217,8 +290,9 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
-            return result, parse_csv(csv_path.read_text(), row) | {
-                WINDOW_SPREAD: window_spread(result.stdout)}
+            measured = parse_csv(csv_path.read_text(), row)
+            return result, measured | {WINDOW_SPREAD: window_spread(result.stdout),
+                                       FOREIGN: foreign_requests(result.stdout, row, measured)}
         server.ensure_alive()
         return result, None
 
@@ -226,6 +300,11 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         result, measured = attempt(number)
         if measured:
             return measured | {STABLE: True}
+        why = death(result, row)
+        if why:
+            raise PerfDeath(f"{why}, on the {scenario} measurement at batch {batch}, "
+                            f"concurrency {concurrency}, {row.shared_memory} shared memory",
+                            exit_code=result.returncode)
         log.write(f"[attempt {number}/{attempts} failed, exit code {result.returncode}]\n")
     output = result.stdout + result.stderr
     unsettled, empty = UNSETTLED in output, EMPTY_WINDOW in output
@@ -270,8 +349,7 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
-        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
-                                pass_fds=server.keep_fds)
+        result = run_client(server, cmd)
         log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
         log.flush()
         server.ensure_alive()

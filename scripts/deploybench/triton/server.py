@@ -6,7 +6,9 @@ the models to serve, waits until they are loaded (`--model-control-mode=none`: l
 happens at start, from the pipeline's own files, and no client can load a model through
 the API afterwards), and stops the server on exit, also when the body raises.
 
-What other local users can and cannot do with it: the model-repository, trace and
+A measuring step runs it in network and mount namespaces of its own where the host
+allows (deploybench.isolation): then no other local user can reach it at all. Else, what
+other local users can and cannot do with it: the model-repository, trace and
 logging APIs answer only requests that carry the run's key (`admin_headers`); inference,
 metadata, model config, statistics and shared memory stay open (perf_analyzer needs them
 over gRPC, which carries no custom header for it). The key is on the server's command
@@ -37,6 +39,7 @@ import psutil
 import tritonclient.http as httpclient
 
 from .install import Install
+from .watchdog import Watchdog
 
 HPS_PS_CONFIG = "sparse.json"  # beside a Merlin HPS model's config.pbtxt
 ADMIN_HEADER = "deploybench-admin"
@@ -195,6 +198,8 @@ class TritonServer:
             self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_PREFIX": self.shm_prefix}
         self._proc: subprocess.Popen | None = None
         self._log = None
+        self.watchdog: Watchdog | None = None  # ends the server, stubs, perf_analyzer with us
+        self._settings: dict = {}  # log and trace settings at start
 
     @property
     def http_url(self) -> str:
@@ -295,6 +300,7 @@ class TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_shared_memory()
         self._log = open(self.log_path, "w")
+        self.watchdog = Watchdog([f"{SHM_DIR}/{self.shm_prefix}*"] if self.shm_prefix else [])
         self._proc = subprocess.Popen(
             self._command(),
             stdout=self._log,
@@ -303,6 +309,7 @@ class TritonServer:
             pass_fds=self.keep_fds,
             start_new_session=True,  # so stop() can signal the server and its stubs together
         )
+        self.watchdog.add(self._proc.pid)  # its process group
         _adopt_orphans(True)  # undone by stop(), which runs whenever _proc is set
         # closed at once: an open connection makes the server's stop wait its exit timeout
         with closing(httpclient.InferenceServerClient(self.http_url)) as client:
@@ -312,7 +319,22 @@ class TritonServer:
             if self.model and not client.is_model_ready(self.model):
                 raise ServerError(f"model '{self.model}' is not ready after loading; "
                                   f"log {self.log_path}:\n{self.log_tail()}")
+        self._settings = self.settings()
         return self
+
+    def settings(self) -> dict:
+        """The server's log and trace settings (restricted APIs: asked with the run's key)."""
+        with closing(httpclient.InferenceServerClient(self.http_url)) as client:
+            return {"log": client.get_log_settings(headers=self.admin_headers),
+                    "trace": client.get_trace_settings(headers=self.admin_headers)}
+
+    def settings_changed(self) -> dict:
+        """The settings someone changed since the server started (`{name: [then, now]}`):
+        the pipeline never changes them, and a verbose log or a trace slows a measurement."""
+        now = self.settings()
+        return {f"{api}.{name}": [self._settings[api].get(name), value]
+                for api in now for name, value in now[api].items()
+                if self._settings[api].get(name) != value}
 
     def _wait(self, check, timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -359,6 +381,9 @@ class TritonServer:
         if self.shm_prefix:  # regions a stub or a killed perf_analyzer left behind
             for path in SHM_DIR.glob(f"{self.shm_prefix}*"):
                 path.unlink(missing_ok=True)
+        if self.watchdog is not None:
+            self.watchdog.close()
+            self.watchdog = None
         self._proc = None
 
     def __enter__(self) -> TritonServer:
