@@ -13,7 +13,8 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, snakemake
+from conftest import ROOT, corrupt_tensor_bytes, snakemake
+from deploybench import plugins
 from deploybench.models import bert, fastpitch, tft
 
 TFT_TINY = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())["hparams"]
@@ -83,6 +84,24 @@ def test_bert_and_fastpitch_checkpoints_run_no_code(tmp_path, craft):
     with pytest.raises(ValueError, match="fastpitch.pt' is not a readable torch file"):
         fastpitch.build_model(hparams, str(craft(tmp_path / "fastpitch.pt", marker)), 0)
     assert not marker.exists()
+
+
+def test_a_checkpoint_with_damaged_tensor_bytes_is_refused(tmp_path):
+    """torch reads a zip checkpoint's tensors without checking their CRC: a damaged copy
+    would load as other weights. Every torch checkpoint is read by read_torch_file, which
+    checks them first."""
+    import torch
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    torch.save({"model": tft.build_model(TFT_TINY, None, 3).model.state_dict()}, checkpoint)
+    tft.build_model(TFT_TINY, str(checkpoint), 0)  # intact, it loads
+    corrupt_tensor_bytes(checkpoint)
+    torch.load(checkpoint, weights_only=True)  # torch alone loads it, silently
+    with pytest.raises(ValueError, match=rf"TFT checkpoint '{checkpoint}' is corrupt: its "
+                                         r"entry 'checkpoint/data/\d+' fails the zip CRC"):
+        tft.build_model(TFT_TINY, str(checkpoint), 0)
+    with pytest.raises(ValueError, match=f"FastPitch checkpoint '{checkpoint}' is corrupt"):
+        plugins.read_torch_file(checkpoint, "FastPitch")
 
 
 def test_a_tft_data_file_runs_no_code(tmp_path):
