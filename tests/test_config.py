@@ -175,6 +175,13 @@ def test_the_main_config_files_on_the_command_line_are_checked(tmp_path):
         assert said in exited.value.code, exited.value.code
 
 
+def test_equal_server_ports_are_refused_naming_them():
+    ports = {"http": 8000, "grpc": 8000, "metrics": 8002}
+    with pytest.raises(ConfigError, match="server.ports must be three different ports, given "
+                                          "http 8000, grpc 8000, metrics 8002"):
+        Settings(main_config(server={"ports": ports}))
+
+
 def test_config_strings_become_the_numbers_and_booleans_the_schema_wants():
     from deploybench.config import check_main
 

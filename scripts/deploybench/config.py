@@ -139,6 +139,11 @@ class Settings:
                        else "docker://nvcr.io/nvidia/tritonserver:24.10-py3")
             raise ConfigError(f"server.kind '{server['kind']}' needs server.{needed} "
                               f"(e.g. {example})")
+        ports = server.get("ports", "auto")
+        if ports != "auto" and len(set(ports.values())) < len(ports):
+            given = ", ".join(f"{name} {port}" for name, port in ports.items())
+            raise ConfigError(f"server.ports must be three different ports, given {given}; "
+                              "change one, or set server.ports: auto")
         self.gpus = load_yaml(self._path(config["gpu_registry"]))
         validate(self.gpus, "gpus.schema.yaml", f"GPU registry {config['gpu_registry']}")
         for key in config.get("perf_overrides") or {}:
