@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import tempfile
 from contextlib import closing, contextmanager
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import tritonclient.http as httpclient
 
-from . import artifacts, device, isolation, layout, locks, provenance
+from . import artifacts, atomic, device, isolation, layout, locks, provenance
 from .triton import config as triton_config
 from .triton import install
 from .triton.perf_analyzer import FOREIGN
@@ -24,9 +25,12 @@ def archive(*paths: Path) -> None:
     job's old outputs when it re-runs it, and a failed re-run must not lose them."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime(layout.STAMP_FORMAT)
     for path in paths:
-        dest = layout.history_copy(path, stamp)
-        dest.parent.mkdir(exist_ok=True)
-        shutil.copyfile(path, dest)
+        # on disk before its name: a full disk leaves no short file that passes for a copy
+        with atomic.output(layout.history_copy(path, stamp)) as tmp, \
+                open(path, "rb") as src, open(tmp, "wb") as dest:
+            shutil.copyfileobj(src, dest)
+            dest.flush()
+            os.fsync(dest.fileno())
 
 
 @contextmanager
