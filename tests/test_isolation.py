@@ -46,7 +46,7 @@ STEP = textwrap.dedent("""
     run = json.loads(sys.argv[5])
     with locks.device_lock("isolation-test") as held, TritonServer(
             install.prepare(), repo, work / "server.log", "toy", keep_fds=(held.fd,)) as s:
-        print(json.dumps({"ports": s.ports, "prefix": s.shm_prefix, **state}), flush=True)
+        print(json.dumps({"ports": s.ports, "shm_dir": str(s.shm_dir), **state}), flush=True)
         run["model"]["offline"] = {"measurement_request_count": int(requests)}
         cmd = perf_analyzer.command(run, "offline", s, perf_analyzer.Row(4, 1, "system"),
                                     work / "data.json", work / "pa.csv")
@@ -85,17 +85,16 @@ def test_a_killed_step_leaves_no_server_stub_perf_analyzer_or_shared_memory(toy_
         time.sleep(0.1)
     spawned = _tree(step.pid)
     assert {"tritonserver", "perf_analyzer"} <= {p.name() for p in spawned}
-    assert any(p.name.startswith(started["prefix"]) for p in Path("/dev/shm").iterdir())
+    folder = Path(started["shm_dir"])
+    assert list(folder.iterdir())  # the stub's region, perf_analyzer's
     os.kill(step.pid, signal.SIGKILL)
     step.wait()
     gone, alive = psutil.wait_procs(spawned, timeout=10)
     assert not alive, [(p.pid, p.name()) for p in alive]
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(
-            p.name.startswith(started["prefix"]) for p in Path("/dev/shm").iterdir()):
+    while time.monotonic() < deadline and folder.exists():
         time.sleep(0.1)
-    assert not [p.name for p in Path("/dev/shm").iterdir()
-                if p.name.startswith(started["prefix"])]
+    assert not folder.exists()
     # the next measurement takes the device at once
     env = {**os.environ, "PYTHONPATH": str(SCRIPTS),
            "DEPLOYBENCH_LOCK_DIR": str(tmp_path / "locks"), "DEPLOYBENCH_LOCK_TIMEOUT_S": "2"}
@@ -125,7 +124,7 @@ def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,
                 found.append(port)
             except OSError:
                 pass
-        shm = [n for n in os.listdir("/dev/shm") if n.startswith("{started["prefix"]}")]
+        shm = [n for n in os.listdir("/dev/shm") if n == "{Path(started["shm_dir"]).name}"]
         print(found, shm)
         sys.exit(1 if found or shm else 0)
     """)
@@ -143,9 +142,11 @@ def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,
 
 def test_foreign_inference_and_a_changed_log_level_flag_a_level(toy_repo, tmp_path,  # noqa: F811
                                                                 other_user):
-    """On the host's loopback (where namespaces are refused), what another user sends
-    during a level is counted (the server's requests against perf_analyzer's) and a log
-    level switched on with a stolen key is recorded: either flags the level."""
+    """On the host's loopback and /dev/shm (where namespaces are refused), the server's
+    shared memory is a folder the other user can neither list, read nor create in; what
+    that user sends during a level is counted (the server's requests against
+    perf_analyzer's) and a log level switched on with a stolen key is recorded: either
+    flags the level."""
     work, _ = toy_repo
     data = _data(tmp_path)
     run = {**RUN, "model": {**RUN["model"], "offline": {"measurement_request_count": 400}},
@@ -161,6 +162,21 @@ def test_foreign_inference_and_a_changed_log_level_flag_a_level(toy_repo, tmp_pa
                     "http://{server.http_url}/v2/models/toy/infer", data={body!r}.encode(),
                     headers={{"Content-Type": "application/json"}})).read()
         """)
+        # its shared memory: a folder of its own, which the other user cannot list, read
+        # (the stub's region is there) or create in
+        region = next(server.shm_dir.iterdir())
+        tried = other_user(["python3", "-c", textwrap.dedent(f"""
+            import os
+            for act in (lambda: os.listdir({str(server.shm_dir)!r}),
+                        lambda: open({str(region)!r}, "rb"),
+                        lambda: open({str(server.shm_dir / "x_0_0")!r}, "wb")):
+                try:
+                    act()
+                    print("allowed")
+                except PermissionError:
+                    print("refused")
+        """)])
+        assert tried.stdout.split() == ["refused"] * 3, tried.stdout + tried.stderr
         other = subprocess.Popen(["python3", "-c", flood], user=other_user.uid,
                                  group=other_user.gid, extra_groups=[])
         try:
@@ -218,7 +234,7 @@ def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa:
             while time.monotonic() < deadline:
                 for proc in psutil.process_iter(["name", "environ"]):
                     if proc.info["name"] == "perf_analyzer" and (proc.info["environ"] or {}).get(
-                            "DEPLOYBENCH_SHM_PREFIX") == server.shm_prefix:
+                            "DEPLOYBENCH_SHM_DIR") == str(server.shm_dir):
                         time.sleep(0.5)
                         proc.send_signal(signal.SIGBUS)
                         return

@@ -17,9 +17,10 @@ not code, since no model can be loaded through the API at all.
 
 Shared memory is private to the server: with the install's shim preloaded, every POSIX
 shared-memory name the server, its python-backend stubs and the perf_analyzer runs
-given `env` create gets this server's prefix (perf_analyzer names its regions after the
-tensors, the same in every process), and `stop` removes what is left under it, as
-`start` removes what a killed run of this user left.
+given `env` open resolves to a file in this server's folder (`shm_dir`, mode 0700: no
+other user can list, open or create a region there; perf_analyzer names its regions after
+the tensors, the same in every process), and `stop` removes the folder, as `start`
+removes the folders a killed run of this user left.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ import ctypes
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from contextlib import closing
@@ -62,7 +65,7 @@ def server_flags(settings: dict) -> list[str]:
                          f"valid: {', '.join(SERVER_FLAGS)}")
     return [SERVER_FLAGS[k].format(int(v)) for k, v in sorted(settings.items())]
 SHM_DIR = Path("/dev/shm")
-_SHM_PREFIX = re.compile(r"^deploybench-(\d+)-[0-9a-f]+-")
+_SHM_FOLDER = re.compile(r"^deploybench-(\d+)-[0-9a-f]+")  # of the step's pid
 
 
 class ServerError(RuntimeError):
@@ -104,16 +107,22 @@ def choose_ports(configured: dict | str) -> dict[str, int]:
 
 
 def remove_stale_shared_memory() -> list[str]:
-    """This user's shared-memory regions of servers whose process is gone (a killed run)."""
+    """This user's shared-memory folders (and regions of older versions, named with a
+    prefix) of steps whose process is gone (a killed run)."""
     removed = []
     for path in SHM_DIR.glob("deploybench-*") if SHM_DIR.is_dir() else []:
-        match = _SHM_PREFIX.match(path.name)
+        match = _SHM_FOLDER.match(path.name)
         if not match or _alive(int(match.group(1))):
             continue
         try:
-            if path.stat().st_uid == os.getuid():
+            st = path.lstat()
+            if st.st_uid != os.getuid():
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            else:
                 path.unlink()
-                removed.append(path.name)
+            removed.append(path.name)
         except FileNotFoundError:
             pass
     return removed
@@ -190,12 +199,12 @@ class TritonServer:
         self.keep_fds = tuple(keep_fds)
         self.admin_key = secrets.token_urlsafe(24)
         self.env = dict(install.env)
-        self.shm_prefix = None
+        self.shm_dir: Path | None = None  # made by start(), removed by stop()
         if install.shm_shim:
-            self.shm_prefix = f"deploybench-{os.getpid()}-{secrets.token_hex(4)}-"
+            self.shm_dir = SHM_DIR / f"deploybench-{os.getpid()}-{secrets.token_hex(8)}"
             preload = " ".join(p for p in (str(install.shm_shim), self.env.get("LD_PRELOAD"))
                                if p)
-            self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_PREFIX": self.shm_prefix}
+            self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_DIR": str(self.shm_dir)}
         self._proc: subprocess.Popen | None = None
         self._log = None
         self.watchdog: Watchdog | None = None  # ends the server, stubs, perf_analyzer with us
@@ -300,7 +309,9 @@ class TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_shared_memory()
         self._log = open(self.log_path, "w")
-        self.watchdog = Watchdog([f"{SHM_DIR}/{self.shm_prefix}*"] if self.shm_prefix else [])
+        if self.shm_dir:  # a new folder (mkdir fails on any name that exists), ours alone
+            self.shm_dir.mkdir(mode=0o700)
+        self.watchdog = Watchdog([str(self.shm_dir)] if self.shm_dir else [])
         self._proc = subprocess.Popen(
             self._command(),
             stdout=self._log,
@@ -378,9 +389,8 @@ class TritonServer:
             _adopt_orphans(False)
         if self._log is not None:
             self._log.close()
-        if self.shm_prefix:  # regions a stub or a killed perf_analyzer left behind
-            for path in SHM_DIR.glob(f"{self.shm_prefix}*"):
-                path.unlink(missing_ok=True)
+        if self.shm_dir:  # with what a stub or a killed perf_analyzer left in it
+            shutil.rmtree(self.shm_dir, ignore_errors=True)
         if self.watchdog is not None:
             self.watchdog.close()
             self.watchdog = None
