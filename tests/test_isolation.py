@@ -5,6 +5,7 @@ settings changes a level records when it runs on the host's loopback."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -248,3 +249,58 @@ def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa:
             perf_analyzer.measure(_run(1_000_000), "offline", server,
                                   perf_analyzer.Row(1, 1, "system"), data, tmp_path, log)
         killer.join()
+
+
+FULL_SHM = textwrap.dedent("""
+    import json, subprocess, sys
+    from pathlib import Path
+    from deploybench import isolation
+    from deploybench.triton import install, perf_analyzer
+    from deploybench.triton.server import TritonServer
+    repo, work = Path(sys.argv[1]), Path(sys.argv[2])
+    isolation.isolate()  # a /dev/shm of this step's own, made small, then filled
+    subprocess.run(["mount", "-o", "remount,size=16m", "/dev/shm"], check=True)
+    run = json.loads(sys.argv[3])
+    with TritonServer(install.prepare(), repo, work / "server.log", "toy") as s:
+        with open("/dev/shm/filler", "wb") as f:
+            try:
+                while True:
+                    f.write(b"x" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        try:
+            with open(work / "perf.log", "w") as log:
+                perf_analyzer.measure(run, "offline", s, perf_analyzer.Row(4, 1, "system"),
+                                      work / "data.json", work, log)
+            print("measured")
+        except perf_analyzer.PerfDeath as death:
+            print(death)
+""")
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="a /dev/shm of a step's own, filled, needs root")
+def test_a_full_dev_shm_is_named(toy_repo, tmp_path):  # noqa: F811
+    """A full /dev/shm (here the step's own, made small and filled) kills perf_analyzer
+    with SIGBUS as it writes its region: reported as that, with /dev/shm's free space,
+    after one attempt, not as a level that did not settle."""
+    work, _ = toy_repo
+    _data(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(SCRIPTS)}
+    ran = subprocess.run([sys.executable, "-c", FULL_SHM, str(work / "repo"), str(tmp_path),
+                          json.dumps(_run(100))], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert re.search(r"perf_analyzer was killed by SIGBUS: .*/dev/shm has \d+ bytes free of "
+                     r"16777216", ran.stdout), ran.stdout
+    assert (tmp_path / "perf.log").read_text().count("$ ") == 1
+
+
+def test_a_batch_that_cannot_fit_the_host_is_refused_before_a_server_starts():
+    """A batch whose inputs and outputs alone exceed the host's memory used to be sent
+    and end, after retries, in an OOM-killed stub: it is refused by its numbers first."""
+    big = perf_analyzer.Row(2**40, 1, "system")
+    with pytest.raises(ValueError, match=r"batch 1099511627776 \(system shared memory\): a "
+                       r"request's inputs and outputs take 30,786,325,577,728 bytes"):
+        perf_analyzer.check_fits(_run(100), [perf_analyzer.Row(1, 1, "system"), big])
+    perf_analyzer.check_fits(_run(100), [perf_analyzer.Row(8, 1, "system")])  # fits

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import psutil
 
 from .. import deployments
 from ..config import shared_memory_modes
@@ -82,8 +83,22 @@ class PerfDeath(PerfError):
 STUB_DEAD = re.compile(r"Stub process '([^']+)' is not healthy")
 
 
-def death(result: subprocess.CompletedProcess, row: Row) -> str | None:
-    """What ended a failed run, where a retry cannot help; None where it may."""
+def oom_kills() -> int | None:
+    """The processes the kernel's OOM killer has ended since boot (/proc/vmstat), or None."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def death(result: subprocess.CompletedProcess, row: Row, run: dict,
+          ooms_before: int | None = None) -> str | None:
+    """What ended a failed run, where a retry cannot help; None where it may.
+    `ooms_before`: oom_kills() when the run started (an OOM kill since is named)."""
+    why = None
     if result.returncode < 0:
         name = signal.Signals(-result.returncode).name
         why = f"perf_analyzer was killed by {name}"
@@ -92,12 +107,59 @@ def death(result: subprocess.CompletedProcess, row: Row) -> str | None:
             why += (f": a system shared-memory region it wrote had no memory behind it, "
                     f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free of "
                     f"{st.f_blocks * st.f_frsize} (full, or a region truncated under it)")
-        return why
     stub = STUB_DEAD.search(result.stdout + result.stderr)
-    if stub:
-        return (f"the python backend's stub process of '{stub.group(1)}' died (killed, "
-                "by the OOM killer among others: see the server log and the kernel's)")
-    return None
+    if stub and not why:
+        why = (f"the python backend's stub process of '{stub.group(1)}' died (killed: see "
+               "the server log)")
+    ooms = oom_kills()
+    if why and ooms_before is not None and ooms is not None and ooms > ooms_before:
+        size = request_bytes(run["model"], row)
+        why += (f"; the kernel's OOM killer ended {ooms - ooms_before} process(es) meanwhile: "
+                "out of memory" + (f" (a request's inputs and outputs: {size:,} bytes)"
+                                   if size else ""))
+    return why
+
+
+# Copies of a request's inputs and outputs a measurement holds at once, at the least:
+# perf_analyzer's data, its shared-memory regions or request, the server's buffers
+IO_COPIES = 3
+
+
+def request_bytes(model: dict, row: Row) -> int | None:
+    """A request's inputs and outputs at the row's batch, in bytes; None where a tensor's
+    size is not known before it is sent (a variable dimension, strings, an ensemble's
+    request)."""
+    tensors = [*model["inputs"], *model["outputs"]]
+    if row.shapes or any(d < 0 for t in tensors for d in t["dims"]) or any(
+            t["dtype"] == "BYTES" for t in tensors):
+        return None
+    return output_bytes(tensors, row.batch)
+
+
+def check_fits(run: dict, rows: list[Row]) -> None:
+    """Refuse, before a server starts, a level whose requests cannot fit this host: their
+    inputs and outputs alone, IO_COPIES times over (the model's own memory comes on top),
+    past the memory available, or its system shared-memory regions past /dev/shm's free
+    space. Such a batch used to end, after retries, as a stub the OOM killer ended,
+    reported as no stable measurement."""
+    available = psutil.virtual_memory().available
+    st = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
+    for row in rows:
+        size = request_bytes(run["model"], row)
+        if size is None:
+            continue
+        where = f"batch {row.batch} ({row.shared_memory} shared memory)"
+        if size * IO_COPIES > available:
+            raise ValueError(
+                f"{where}: a request's inputs and outputs take {size:,} bytes, {IO_COPIES} "
+                f"copies of them {size * IO_COPIES / 2**30:.1f} GiB, more than the "
+                f"{available / 2**30:.1f} GiB of memory available here; lower the batch "
+                "sizes (offline.batch_sizes, online.batch_size) or measure on a larger host")
+        if row.shared_memory == "system" and st and size > st.f_bavail * st.f_frsize:
+            raise ValueError(
+                f"{where}: its shared-memory regions take {size:,} bytes, more than the "
+                f"{st.f_bavail * st.f_frsize:,} bytes free in /dev/shm; lower the batch "
+                "sizes, free /dev/shm, or measure without shared memory")
 
 
 class PerfTimeout(PerfError):
@@ -296,11 +358,12 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         server.ensure_alive()
         return result, None
 
+    ooms = oom_kills()
     for number in range(1, attempts + 1):
         result, measured = attempt(number)
         if measured:
             return measured | {STABLE: True}
-        why = death(result, row)
+        why = death(result, row, run, ooms)
         if why:
             raise PerfDeath(f"{why}, on the {scenario} measurement at batch {batch}, "
                             f"concurrency {concurrency}, {row.shared_memory} shared memory",
