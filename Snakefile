@@ -8,6 +8,7 @@ from pathlib import Path
 from snakemake.utils import min_version, validate
 
 from deploybench.config import check_main
+from deploybench.config_files import check_main_files
 
 min_version("9.0")
 
@@ -15,6 +16,12 @@ min_version("9.0")
 # `snakemake --report report.html`: its front page; what it lists is marked by reported()
 # (rules/common.smk).
 report: "report/workflow.rst"
+
+
+# No YTE, aliases bounded, a mapping (deploybench.config_files): config/config.yaml before
+# Snakemake reads it; the --configfile files, which the workflow profile checked before
+# Snakemake read them, again for a run without one (--workflow-profile none).
+check_main_files([*workflow.configfiles, Path(workflow.basedir) / "config" / "config.yaml"])
 
 
 configfile: Path(workflow.basedir) / "config" / "config.yaml"

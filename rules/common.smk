@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from deploybench import baseline, built, layout
+from deploybench import baseline, built, input_digest, layout
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
@@ -159,23 +159,41 @@ def data_dir(w):
     return path if path else layout.fill(src("data"), model=w.model)
 
 
-def _files(path):
-    """A file, or every file under a folder: what a step reads of the user's checkpoint
-    or dataset, so that replacing one in place re-runs what read it."""
-    path = Path(path)
-    return sorted(str(p) for p in path.rglob("*") if p.is_file()) if path.is_dir() else [str(path)]
+# The user's checkpoint and dataset as inputs of the rules that read them: a stamp of their
+# content each (deploybench.input_digest), rewritten while the DAG is built only when the
+# content changed, so that a replaced file re-runs what read it whatever its mtime (tar x,
+# cp -p, rsync -a set it back), and a touch re-runs nothing.
+USER_INPUTS = {"checkpoint": ("weights", "checkpoint"), "data": ("data", "path")}
 
 
-def data_files(w):
-    """The files of the user's dataset (none for a generated one: a rule's output)."""
+@lru_cache(maxsize=None)
+def _input_stamp(model, name):
+    section, key = USER_INPUTS[name]
+    path = SETTINGS.export_settings(model)[section][key]
+    if not path:
+        return None
+    stamp_file = layout.fill(src(f"{layout.INPUT_STAMPS}/{name}.sha256"), model=model)
+    try:
+        return str(input_digest.stamp(path, stamp_file, f"model '{model}': {section}.{key}"))
+    except (input_digest.InputError, OSError) as err:
+        raise WorkflowError(str(err)) from err
+
+
+def data_digest(w):
+    """The stamp of the user's dataset (none for a generated one: a rule's output)."""
+    return _input_stamp(w.model, "data") or []
+
+
+def checkpoint_digest(w):
+    """The stamp of the user's checkpoint (none for a seeded initialisation)."""
+    return _input_stamp(w.model, "checkpoint") or []
+
+
+def data_input(w):
+    """The dataset a step reads: the generated one (a rule's output), or the user's, whose
+    own mtime is ignored (ancient): its stamp (data_digest) says when it changed."""
     path = SETTINGS.export_settings(w.model)["data"]["path"]
-    return _files(path) if path else []
-
-
-def checkpoint_files(w):
-    """The files of the user's checkpoint (none for a seeded initialisation)."""
-    path = SETTINGS.export_settings(w.model)["weights"]["checkpoint"]
-    return _files(path) if path else []
+    return ancient(path) if path else layout.fill(src("data"), model=w.model)
 
 
 def exported_path(w):
@@ -254,7 +272,7 @@ def ensemble_data(w):
     """The dataset an ensemble's offline step draws its requests and cache warm-up from
     (ensemble.perf_samples, warmup_samples); none for a single model, whose perf data
     is its samples."""
-    return data_dir(w) if is_ensemble(run_of(w)) else []
+    return data_input(w) if is_ensemble(run_of(w)) else []
 
 
 def online_measured(name):

@@ -3,7 +3,7 @@
 
 rule weights:
     input:
-        checkpoint=checkpoint_files,
+        checkpoint=checkpoint_digest,
     output:
         out=src("weights.pt"),
     log:
@@ -44,8 +44,8 @@ rule generate_data:
 rule eval_set:
     input:
         weights=src("weights.pt"),
-        data=data_dir,
-        data_files=data_files,
+        data=data_input,
+        data_digest=data_digest,
     output:
         out=src("eval.npz"),
     log:
@@ -128,8 +128,8 @@ use rule export_savedmodel as export_dense_savedmodel with:
 rule sparse_export:
     input:
         weights=src("weights.pt"),
-        data=data_dir,
-        data_files=data_files,
+        data=data_input,
+        data_digest=data_digest,
     output:
         out=directory(layout.sparse()),
     log:

@@ -6,7 +6,7 @@ environment:
   - the Triton server of the nvidia-pytriton wheel (binary, python backend with the stub
     of the target Python, its libraries minus the unused libpython),
   - perf_analyzer (tritonclient 2.50 wheel), libcudart.so.12 it links, and the
-    shared-memory shim (deploybench/triton/shm_prefix.c) built for x86-64,
+    shared-memory shim (deploybench/triton/shm_folder.c) built for x86-64,
   - the Python packages the pipeline needs that the target lacks: pure-Python ones are
     copied from this environment, compiled ones are fetched as wheels for the target
     Python (pip download, so this step needs the package index),

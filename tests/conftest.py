@@ -83,6 +83,23 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
     return {line.split()[0]: int(line.split()[1]) for line in table.group(1).splitlines()}
 
 
+def corrupt_tensor_bytes(path: Path) -> Path:
+    """A zip checkpoint (torch.save) with one byte of its largest tensor flipped, its size
+    and names unchanged: torch itself would load it, as other weights."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        entry = max((i for i in z.infolist() if "/data/" in i.filename),
+                    key=lambda i: i.file_size)
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[entry.header_offset + 26:
+                                                    entry.header_offset + 30])
+    data[entry.header_offset + 30 + name_len + extra_len + entry.file_size // 2] ^= 0xFF
+    path.write_bytes(data)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_build(tmp_path_factory) -> Path:
     """The tiny config's default build (tft-tiny, cpu, onnx, fp32: every step and report),

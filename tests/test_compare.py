@@ -150,3 +150,28 @@ def test_the_committed_h100_rerun_against_the_earlier_set(monkeypatch):
     assert ("not recorded", "GPU-64bf5357-837d-7ab3-6128-159e22e670ae") in \
         result.provenance["device"]
     assert result.packages == ["the baseline recorded no package list (offline, online, native)"]
+
+
+def test_a_history_copy_that_fails_leaves_nothing_that_looks_like_one(tmp_path):
+    """A write that fails midway (a full disk; here a file-size limit of 4 kB) leaves no
+    short copy for a later report to take as the previous measurement."""
+    import resource
+    import signal
+
+    from deploybench.serving import archive
+
+    csv = tmp_path / "offline.csv"
+    csv.write_text("Batch,Inferences/Second\n" + "1,100.0\n" * 2000)  # 16 kB
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, not the signal
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+        with pytest.raises(OSError):
+            archive(csv)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert list((tmp_path / layout.HISTORY).iterdir()) == []
+    archive(csv)
+    [copy] = layout.history_copies(csv).values()
+    assert copy.read_bytes() == csv.read_bytes()

@@ -149,6 +149,39 @@ def test_a_config_file_that_is_not_yaml_is_named(tmp_path):
         Settings(main_config(models_dir=str(tmp_path))).check_all([])
 
 
+@pytest.mark.parametrize(("text", "held"), [("- plugin: tft\n", "holds a list"),
+                                            ("", "is empty")])
+def test_a_model_config_that_is_not_a_mapping_is_named(tmp_path, text, held):
+    (tmp_path / "tft-tiny.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=rf"configuration file '.*tft-tiny\.yaml' {held}; a "
+                                          "mapping of settings is expected"):
+        Settings(main_config(models_dir=str(tmp_path))).check_all([])
+
+
+def test_the_main_config_files_on_the_command_line_are_checked(tmp_path):
+    """What the workflow profiles run before Snakemake reads the --configfile files."""
+    from deploybench.config_files import check_command_line
+
+    good, empty, listed = (tmp_path / f"{name}.yaml" for name in ("good", "empty", "list"))
+    good.write_text("perf: {attempts: 5}\n")
+    empty.write_text("")
+    listed.write_text("- perf\n")
+    check_command_line(["-n", "--configfile", str(good), "--cores", "2"])
+    for argv, said in ((["--configfile", str(good), str(empty), "-n"], f"'{empty}' is empty"),
+                       ([f"--configfile={listed}"], f"'{listed}' holds a list"),
+                       (["--configfiles", str(tmp_path / "no.yaml")], "does not exist")):
+        with pytest.raises(SystemExit) as exited:
+            check_command_line(argv)
+        assert said in exited.value.code, exited.value.code
+
+
+def test_equal_server_ports_are_refused_naming_them():
+    ports = {"http": 8000, "grpc": 8000, "metrics": 8002}
+    with pytest.raises(ConfigError, match="server.ports must be three different ports, given "
+                                          "http 8000, grpc 8000, metrics 8002"):
+        Settings(main_config(server={"ports": ports}))
+
+
 def test_config_strings_become_the_numbers_and_booleans_the_schema_wants():
     from deploybench.config import check_main
 
@@ -170,10 +203,11 @@ def test_every_schema_is_a_valid_json_schema():
     """The validators are built without checking the schemas (start-up time): here they are."""
     import jsonschema
 
-    from deploybench.config import SCHEMA_DIR, _load_yaml
+    from deploybench.config import SCHEMA_DIR
+    from deploybench.config_files import load_yaml
 
     for path in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
-        schema = _load_yaml(path)
+        schema = load_yaml(path)
         jsonschema.validators.validator_for(schema).check_schema(schema)
 
 

@@ -9,12 +9,12 @@ by the real Snakemake, served equal to their in-process runner."""
 
 import base64
 import copy
+import mmap
 import os
 import subprocess
 import sys
 import threading
 import warnings
-from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 
 import numpy as np
@@ -129,19 +129,31 @@ def _http_infer(server, x):
         return [result.as_numpy("y"), result.as_numpy("s")]
 
 
+def _region(server, name: str, size: int) -> mmap.mmap:
+    """A system shared-memory region `name` as the server's shim resolves it: a file in
+    the server's folder (or in /dev/shm where the server has no shim)."""
+    path = (server.shm_dir or Path("/dev/shm")) / name
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
 def _system_shm_infer(server, x):
     """Input and both outputs in system shared memory regions the server maps."""
     n = x.shape[0]
     shapes = {"x": x.shape, "y": (n, 3), "s": (n, 1)}
-    # the server opens a key under its private prefix (triton.server's shim)
-    regions = {k: SharedMemory(f"{server.shm_prefix or ''}toy-{k}", create=True,
-                               size=int(np.prod(shape)) * 4) for k, shape in shapes.items()}
-    views = {k: np.ndarray(shapes[k], np.float32, regions[k].buf) for k in shapes}
+    # the server opens a key in its private folder (triton.server's shim)
+    regions = {k: _region(server, f"toy-{k}", int(np.prod(shape)) * 4)
+               for k, shape in shapes.items()}
+    views = {k: np.ndarray(shapes[k], np.float32, regions[k]) for k in shapes}
     try:
         views["x"][:] = x
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
             for k, region in regions.items():
-                client.register_system_shared_memory(f"r{k}", f"/toy-{k}", region.size)
+                client.register_system_shared_memory(f"r{k}", f"/toy-{k}", len(region))
             tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
             tensor.set_shared_memory("rx", x.nbytes)
             outs = [grpcclient.InferRequestedOutput(k) for k in ("y", "s")]
@@ -152,9 +164,9 @@ def _system_shm_infer(server, x):
         return [views["y"].copy(), views["s"].copy()]
     finally:
         del views
-        for region in regions.values():
+        for k, region in regions.items():
             region.close()
-            region.unlink()
+            ((server.shm_dir or Path("/dev/shm")) / f"toy-{k}").unlink()
 
 
 def test_the_dynamic_batchers_requests_come_back_to_their_clients(triton, toy):

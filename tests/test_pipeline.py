@@ -23,10 +23,11 @@ from conftest import (
     check_littles_law,
     check_measurements,
     copy_build,
+    corrupt_tensor_bytes,
     planned_jobs,
     snakemake,
 )
-from deploybench import provenance
+from deploybench import host_load, provenance
 from deploybench.config import deep_merge
 from deploybench.steps.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
@@ -77,8 +78,12 @@ def test_full_build_produces_every_artifact(built, settings):
         loads = json.loads((run / f"{scenario}.json").read_text())["host_load"]
         assert [(x["Batch"], x["Concurrency"]) for x in loads] == list(
             zip(table["Batch"], table["Concurrency"]))
+        # contended: a busy host, or requests and settings changes not the measurement's
         assert all(x["other_cpu_cores"] >= 0 and x["host_cpus"] == os.cpu_count()
-                   and x["contended"] == (x["other_cpu_cores"] > 0.5) for x in loads)
+                   and x["foreign_requests"] == 0 and "server_settings_changed" not in x
+                   and x["contended"] == host_load.contended_cpu(x["other_cpu_cores"],
+                                                                 os.cpu_count())
+                   for x in loads)
     assert "other_cpu_cores" in json.loads((run / "native.json").read_text())["host_load"]
 
     report = json.loads((run / "offline.json").read_text())
@@ -86,6 +91,10 @@ def test_full_build_produces_every_artifact(built, settings):
     assert report["perf_analyzer_settings"]["stability_percentage"] == 60
     assert report["perf_analyzer_settings"]["protocol"] == "http"  # as tft-tiny sets it
     assert report["provenance"]["triton"]["version"]
+    isolation = report["provenance"]["isolation"]  # the step's own network and /dev/shm
+    if os.getuid() == 0:  # as in CI: namespaces need CAP_SYS_ADMIN
+        assert isolation["network"].startswith("a namespace of its own"), isolation
+        assert isolation["shared_memory"].startswith("a /dev/shm of its own"), isolation
     assert (run / "logs/offline_server.log").read_text().strip()
 
     for png in ("offline_throughput", "offline_latency", "online_latency"):
@@ -303,38 +312,80 @@ def test_numbers_given_with_config_are_numbers(built):
         result.stdout + result.stderr)
 
 
-def test_a_checkpoint_or_data_file_replaced_in_place_reruns_what_read_it(tmp_path):
+def _set_back(path: Path, days: float = 1) -> None:
+    """The mtime `tar x`, `cp -p` or `rsync -a` leave: the original's, before the build."""
+    old = time.time_ns() - int(days * 86_400e9)
+    os.utime(path, ns=(old, old))
+
+
+def test_a_replaced_checkpoint_or_data_file_reruns_what_read_it_whatever_its_mtime(tmp_path):
+    """The user's checkpoint and dataset are inputs by their content (their stamps,
+    deploybench.input_digest): a file replaced with other bytes and an older mtime, or a
+    swapped data folder, re-runs what read it; a touch re-runs nothing; a checkpoint whose
+    tensor bytes are damaged is refused, naming it; a folder of far too many files is
+    refused before any job, naming it."""
     import torch
 
     from deploybench.models import tft
 
     model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
-    data = tmp_path / "data"
+    data, other = tmp_path / "data", tmp_path / "other"
     tft.generate_dataset(model["hparams"], str(data), **model["data"]["generate"])
-    checkpoint = tmp_path / "checkpoint.pt"
-    torch.save({"model": tft.build_model(model["hparams"], None, 4).model.state_dict()},
-               checkpoint)
+    tft.generate_dataset(model["hparams"], str(other), **{**model["data"]["generate"],
+                                                           "seed": 9})
+    checkpoint, retrained = tmp_path / "checkpoint.pt", tmp_path / "retrained.pt"
+    for path, seed in ((checkpoint, 4), (retrained, 5)):
+        torch.save({"model": tft.build_model(model["hparams"], None, seed).model.state_dict()},
+                   path)
     models = _tiny_models(tmp_path, data={"path": str(data)},
                           weights={"checkpoint": str(checkpoint)})
     work = tmp_path / "work"
     work.mkdir()
     target = "results/tft-tiny/source/eval.npz"
+
+    def plan() -> dict[str, int]:
+        return planned_jobs(snakemake(work, "-n", target, "--config", models))
+
     snakemake(work, target, "--config", models)
-    assert "Nothing to be done" in snakemake(work, "-n", target, "--config", models).stdout
-    # Snakemake re-runs for a newer file whose content changed: new data, same path
-    time.sleep(1.1)
-    other = tmp_path / "other"
-    tft.generate_dataset(model["hparams"], str(other), **{**model["data"]["generate"],
-                                                           "seed": 9})
-    (data / "test.bin").write_bytes((other / "test.bin").read_bytes())
-    jobs = planned_jobs(snakemake(work, "-n", target, "--config", models))
-    assert set(jobs) == {"eval_set"}, jobs
+    evaluated = (work / target).read_bytes()
+    # touched, the same bytes: nothing to do
+    os.utime(checkpoint)
+    os.utime(data / "test.bin")
+    assert plan() == {}
+    # other bytes, an older mtime (as `cp -p other/test.bin data/` leaves it)
+    shutil.copy2(other / "test.bin", data / "test.bin")
+    _set_back(data / "test.bin")
+    assert plan() == {"eval_set": 1}
+    shutil.copy2(retrained, checkpoint)
+    _set_back(checkpoint)
+    assert plan() == {"weights": 1, "eval_set": 1}
     snakemake(work, target, "--config", models)
-    time.sleep(1.1)
-    torch.save({"model": tft.build_model(model["hparams"], None, 5).model.state_dict()},
-               checkpoint)
-    jobs = planned_jobs(snakemake(work, "-n", target, "--config", models))
-    assert set(jobs) == {"weights", "eval_set"}, jobs
+    assert (work / target).read_bytes() != evaluated
+    assert plan() == {}
+    # a swapped data folder, its files as old as ever
+    data.rename(tmp_path / "data.old")
+    other.rename(data)
+    assert plan() == {"eval_set": 1}
+    # damaged tensor bytes (size unchanged, an older mtime): refused, naming the file
+    corrupt_tensor_bytes(checkpoint)
+    _set_back(checkpoint)
+    result = snakemake(work, target, "--config", models, check=False)
+    assert result.returncode != 0
+    log = (work / "results/tft-tiny/source/logs/weights.log").read_text()
+    assert re.search(rf"TFT checkpoint '{re.escape(str(checkpoint))}' is corrupt: its entry "
+                     r"'retrained/data/\d+' fails the zip CRC check", log), log
+    # a data.path of far too many files (`data.path: /usr`): refused while planning (the
+    # bound lowered to 3 in snakemake's process, as 10,000 files take a while to make)
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(4):
+        (many / str(i)).touch()
+    result = snakemake(work, "-n", target, "--config", _tiny_models(
+        tmp_path, data={"path": str(many)}), check=False,
+        prelude="import deploybench.input_digest\ndeploybench.input_digest.MAX_FILES = 3")
+    assert result.returncode != 0
+    assert (f"model 'tft-tiny': data.path '{many}' holds more than 3 files: a checkpoint "
+            "or a dataset folder is expected") in result.stdout + result.stderr
 
 
 def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):

@@ -1,11 +1,13 @@
 """Files the user points the pipeline at never run code when loaded: crafted checkpoints and
 data files carrying payloads that would write a marker file, against every loader that
-unpickles (torch checkpoints of the plug-ins, DLE's TFT data), and a config value full of
-shell syntax that reaches a rule (no step runs a shell)."""
+unpickles (torch checkpoints of the plug-ins, DLE's TFT data), a main config asking
+Snakemake for YTE templating, and a config value full of shell syntax that reaches a rule
+(no step runs a shell). A config file of nested aliases (billion laughs) is refused at once."""
 
 import io
 import os
 import pickle
+import time
 import zipfile
 from pathlib import Path
 
@@ -13,7 +15,10 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, snakemake
+from conftest import ROOT, corrupt_tensor_bytes, main_config, snakemake
+from deploybench import plugins
+from deploybench.config import Settings
+from deploybench.config_files import ConfigError, load_yaml
 from deploybench.models import bert, fastpitch, tft
 
 TFT_TINY = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())["hparams"]
@@ -85,6 +90,24 @@ def test_bert_and_fastpitch_checkpoints_run_no_code(tmp_path, craft):
     assert not marker.exists()
 
 
+def test_a_checkpoint_with_damaged_tensor_bytes_is_refused(tmp_path):
+    """torch reads a zip checkpoint's tensors without checking their CRC: a damaged copy
+    would load as other weights. Every torch checkpoint is read by read_torch_file, which
+    checks them first."""
+    import torch
+
+    checkpoint = tmp_path / "checkpoint.pt"
+    torch.save({"model": tft.build_model(TFT_TINY, None, 3).model.state_dict()}, checkpoint)
+    tft.build_model(TFT_TINY, str(checkpoint), 0)  # intact, it loads
+    corrupt_tensor_bytes(checkpoint)
+    torch.load(checkpoint, weights_only=True)  # torch alone loads it, silently
+    with pytest.raises(ValueError, match=rf"TFT checkpoint '{checkpoint}' is corrupt: its "
+                                         r"entry 'checkpoint/data/\d+' fails the zip CRC"):
+        tft.build_model(TFT_TINY, str(checkpoint), 0)
+    with pytest.raises(ValueError, match=f"FastPitch checkpoint '{checkpoint}' is corrupt"):
+        plugins.read_torch_file(checkpoint, "FastPitch")
+
+
 def test_a_tft_data_file_runs_no_code(tmp_path):
     data = tmp_path / "data"
     tft.generate_dataset(TFT_TINY, str(data), seed=1, n_ids=3, n_timesteps=40)
@@ -128,3 +151,76 @@ def test_shell_syntax_in_a_config_path_is_a_path(tmp_path):
     snakemake(work, "results/tft-tiny/source/eval.npz", "--config", f"models_dir={models}")
     assert (work / "results/tft-tiny/source/eval.npz").stat().st_size > 0
     assert not marker.exists()
+
+
+# A main config whose Python Snakemake's YTE would run: a statement and an expression.
+YTE = """__use_yte__: true
+__definitions__:
+  - open({marker!r}, "w").write("a definition ran")
+perf:
+  attempts: ?open({marker!r}, "w").write("an expression ran") and 3
+"""
+
+
+def alias_bomb(path: Path, key: str = "targets", levels: int = 10) -> Path:
+    """Billion laughs (600 bytes at ten levels): anchors, each ten aliases of the one
+    before (10^levels strings expanded), under `key`, which validation walks."""
+    lines = [f"{key}:", "  - &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"  - &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.e2e  # the real Snakemake, a dry run
+def test_a_yte_main_config_runs_no_code_in_a_dry_run(tmp_path):
+    """Snakemake reads a --configfile with `__use_yte__` as a YTE template before the
+    Snakefile runs: the workflow profile refuses it before that."""
+    marker = tmp_path / "payload-ran"
+    config = tmp_path / "yte.yaml"
+    config.write_text(YTE.format(marker=str(marker)))
+    result = snakemake(tmp_path, "-n", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    assert f"configuration file '{config}' sets __use_yte__" in result.stderr
+    assert not marker.exists()
+    # without a profile, Snakemake runs it; the Snakefile still refuses the config
+    result = snakemake(tmp_path, "-n", "--workflow-profile", "none", "--configfile",
+                       str(config), check=False)
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and f"configuration file '{config}' sets __use_yte__" in said
+
+
+@pytest.mark.e2e  # the real Snakemake, a dry run
+def test_an_alias_bomb_in_the_main_config_is_refused_at_once(tmp_path):
+    """Snakemake's own reading shares the aliased nodes; validation walked them for minutes
+    until memory ran out. The alarm ends a run that gets that far."""
+    bomb = alias_bomb(tmp_path / "bomb.yaml")
+    start = time.monotonic()
+    result = snakemake(tmp_path, "-n", "--configfile", str(bomb), check=False,
+                       prelude="import signal; signal.alarm(30)")
+    took = time.monotonic() - start
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert (f"configuration file '{bomb}': its aliases (*l2 and those before it) expand to "
+            "more than 10,000 nodes") in result.stderr
+    assert took < 10, took  # Snakemake's own start-up: about 1 s
+
+
+def test_an_alias_bomb_in_a_model_config_is_refused_at_once(tmp_path):
+    """Five levels: past the bound, yet small enough for a regression to fail, not hang."""
+    models = tmp_path / "models"
+    models.mkdir()
+    alias_bomb(models / "tft-tiny.yaml", key="hparams", levels=5)
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match=r"tft-tiny\.yaml': its aliases .* more than 10,000"):
+        Settings(main_config(models_dir=str(models))).check_all([])
+    assert time.monotonic() - start < 1
+
+
+def test_a_few_anchors_still_load_and_a_cycle_is_refused(tmp_path):
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("a: &x {b: [1, 2]}\nc: *x\nd: {<<: *x, e: 3}\n")
+    assert load_yaml(shared) == {"a": {"b": [1, 2]}, "c": {"b": [1, 2]},
+                                 "d": {"b": [1, 2], "e": 3}}
+    cycle = tmp_path / "cycle.yaml"
+    cycle.write_text("a: &x [1, *x]\n")
+    with pytest.raises(ConfigError, match=r"cycle.yaml': the alias \*x is inside the node"):
+        load_yaml(cycle)

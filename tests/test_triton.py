@@ -73,13 +73,14 @@ def test_server_serves_the_model_and_always_stops(toy_repo, monkeypatch):
             np.testing.assert_allclose(y, model(torch.from_numpy(x)).detach().numpy(),
                                        atol=1e-5)
             assert f"{server.pid} (tritonserver)" in locks.holders(held.fd)
-            port, prefix = server.ports["http"], server.shm_prefix
+            port, folder = server.ports["http"], server.shm_dir
             group = [server.pid, *(p.pid for p in psutil.Process(server.pid).children())]
-            assert len(group) > 1 and list(Path("/dev/shm").glob(f"{prefix}*"))  # a stub's
+            assert len(group) > 1 and list(folder.iterdir())  # a stub's region
+            assert folder.stat().st_mode & 0o777 == 0o700
             raise RuntimeError("boom")
         assert server._proc is None and locks.holders(held.fd) == []
         assert not [pid for pid in group if psutil.pid_exists(pid)]  # nor a zombie
-        assert not list(Path("/dev/shm").glob(f"{prefix}*"))
+        assert not folder.exists()
     with socket.socket() as sock:  # the port is free again: the server is gone
         sock.bind(("127.0.0.1", port))
 
@@ -251,7 +252,7 @@ def _offline_command(server, batch: int, data, csv) -> list[str]:
 def test_two_measurements_at_once_keep_their_shared_memory_apart(toy_repo, tmp_path):
     """perf_analyzer names its system shared memory after the tensors; two offline runs
     at once (two servers, other batch sizes) used to resize each other's regions until a
-    server died of SIGBUS. Each server's regions carry its own prefix, both runs finish,
+    server died of SIGBUS. Each server's regions live in its own folder, both runs finish,
     and nothing is left in /dev/shm afterwards."""
     work, _ = toy_repo
     data = tmp_path / "data.json"
@@ -260,34 +261,31 @@ def test_two_measurements_at_once_keep_their_shared_memory_apart(toy_repo, tmp_p
     assert triton.shm_shim is not None and triton.shm_shim.is_file()
     with TritonServer(triton, work / "repo", tmp_path / "a.log", "toy") as a, \
             TritonServer(triton, work / "repo", tmp_path / "b.log", "toy") as b:
-        assert a.shm_prefix != b.shm_prefix
+        assert a.shm_dir != b.shm_dir
         runs = [subprocess.Popen(_offline_command(s, batch, data, tmp_path / f"{batch}.csv"),
                                  env=s.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True) for s, batch in ((a, 1), (b, 8))]
-        seen = set()
+        seen = {a.shm_dir: set(), b.shm_dir: set()}
         while any(r.poll() is None for r in runs):
-            seen |= {p.name for p in Path("/dev/shm").iterdir()}
+            for folder, names in seen.items():
+                names |= {p.name for p in folder.iterdir()}
             time.sleep(0.05)
         outputs = [r.communicate()[0] for r in runs]
         a.ensure_alive()
         b.ensure_alive()
     assert [r.returncode for r in runs] == [0, 0], outputs
-    tensor_regions = {n for n in seen if "x_0_" in n or n.endswith("y")}
-    assert tensor_regions and all(n.startswith((a.shm_prefix, b.shm_prefix))
-                                  for n in tensor_regions), sorted(tensor_regions)
-    assert {n for n in tensor_regions if n.startswith(a.shm_prefix)}
-    assert {n for n in tensor_regions if n.startswith(b.shm_prefix)}
-    left = [p.name for p in Path("/dev/shm").iterdir()
-            if p.name.startswith((a.shm_prefix, b.shm_prefix))]
-    assert not left, left
+    for folder, names in seen.items():  # each run's tensors in its own server's folder
+        assert {n for n in names if "x_0_" in n or n.endswith("y")}, (folder, names)
+        assert not folder.exists()
 
 
 @pytest.mark.e2e
 def test_a_killed_runs_shared_memory_is_removed_by_the_next_server(toy_repo, tmp_path):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
-    stale = Path("/dev/shm") / f"deploybench-{int(gone.stdout)}-0123abcd-x_0_0"
-    stale.write_bytes(b"left by a run that was killed")
+    stale = Path("/dev/shm") / f"deploybench-{int(gone.stdout)}-0123abcd"
+    stale.mkdir(mode=0o700)
+    (stale / "x_0_0").write_bytes(b"left by a run that was killed")
     work, _ = toy_repo
     with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy"):
         assert not stale.exists()

@@ -26,6 +26,7 @@ from .backends import (
     PRECISIONS,
     is_ensemble,
 )
+from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,28 +38,10 @@ SCHEMA_DIR = ROOT / "config" / "schema"
 SCHEDULER_FIELDS = ("slurm", "kubernetes")
 
 
-class ConfigError(ValueError):
-    """Bad configuration or an invalid run key."""
-
-
-# libyaml's loader where PyYAML has it: planning reads every model config.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load_yaml(path: Path) -> dict:
-    if not path.is_file():
-        raise ConfigError(f"configuration file '{path}' does not exist")
-    with open(path) as f:
-        try:
-            return yaml.load(f, Loader=_YAML_LOADER) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"configuration file '{path}' is not valid YAML: {err}") from None
-
-
 @cache
 def _validator(schema_name: str):
     """A validator of one schema, built once (tests/test_config.py checks the schemas)."""
-    schema = _load_yaml(SCHEMA_DIR / schema_name)
+    schema = load_yaml(SCHEMA_DIR / schema_name)
     return jsonschema.validators.validator_for(schema)(schema)
 
 
@@ -76,7 +59,7 @@ def coerce_strings(data, schema_name: str) -> None:
     """Turn strings into the numbers and booleans a schema asks for, in place. Snakemake's
     `--config key=value` hands every value over as a string (`perf={attempts: 5}` gives
     '5'): "5" becomes 5 where the schema wants a number, "true" True where a boolean."""
-    schema = _load_yaml(SCHEMA_DIR / schema_name)
+    schema = load_yaml(SCHEMA_DIR / schema_name)
 
     def resolve(node: dict) -> dict:
         while "$ref" in node:
@@ -156,7 +139,12 @@ class Settings:
                        else "docker://nvcr.io/nvidia/tritonserver:24.10-py3")
             raise ConfigError(f"server.kind '{server['kind']}' needs server.{needed} "
                               f"(e.g. {example})")
-        self.gpus = _load_yaml(self._path(config["gpu_registry"]))
+        ports = server.get("ports", "auto")
+        if ports != "auto" and len(set(ports.values())) < len(ports):
+            given = ", ".join(f"{name} {port}" for name, port in ports.items())
+            raise ConfigError(f"server.ports must be three different ports, given {given}; "
+                              "change one, or set server.ports: auto")
+        self.gpus = load_yaml(self._path(config["gpu_registry"]))
         validate(self.gpus, "gpus.schema.yaml", f"GPU registry {config['gpu_registry']}")
         for key in config.get("perf_overrides") or {}:
             _choice("perf_overrides key (a GPU key or device kind)", key,
@@ -168,7 +156,7 @@ class Settings:
     @cached_property
     def models(self) -> dict[str, dict]:
         models_dir = self._path(self.config["models_dir"])
-        raw = {path.stem: _load_yaml(path) for path in sorted(models_dir.glob("*.yaml"))}
+        raw = {path.stem: load_yaml(path) for path in sorted(models_dir.glob("*.yaml"))}
         models = {}
         for key in raw:
             path = models_dir / f"{key}.yaml"

@@ -14,8 +14,17 @@ import psutil
 
 from . import nvml
 
-# Other processes' CPU, in cores on average over a measurement, from which it is flagged
-CONTENDED_CORES = 0.5
+# Other processes' CPU over a measurement, in cores per CPU the step may run on, from which
+# it is flagged: 0.25 of a core on a 2-CPU host, where an overlapping idle server took 0.41
+# and quiet levels read at most 0.14 (76 committed); 2 cores on a 16-CPU GPU host, where
+# quiet online sweeps read 0.3-0.45 (loopback interrupts, kernel threads: outside the
+# step's tree; an overlapping server there shows on its GPU).
+CONTENDED_SHARE = 1 / 8
+
+
+def contended_cpu(other_cores: float, cpus: int) -> bool:
+    """Whether others' CPU, in cores, is contention for a step that may run on `cpus`."""
+    return other_cores > CONTENDED_SHARE * cpus
 
 
 def _busy(t) -> float:
@@ -104,12 +113,13 @@ class HostLoad:
         own = _own_seconds() - self._start[2]
         others = (_busy_seconds(self._cpus) - self._start[1]) - own
         cores = max(0.0, others) / wall if wall > 0 else 0.0
+        cpus = len(self._cpus or psutil.cpu_times(percpu=True))
         self.result = {"other_cpu_cores": round(cores, 2),
                        "own_cpu_cores": round(own / wall, 2) if wall > 0 else 0.0,
                        "load_average_1m": round(os.getloadavg()[0], 2),
                        "host_cpus": os.cpu_count(),
                        "pinned_cpus": self._cpus,
-                       "contended": cores > CONTENDED_CORES}
+                       "contended": contended_cpu(cores, cpus)}
         if self.device != "cpu":
             gpu = _union(self._gpu_start, other_gpu_processes(self.device))
             self.result["other_gpu_processes"] = gpu

@@ -1,6 +1,7 @@
 """The results tree: every path pattern the rules and the steps use, in one place.
 
-    results/<model>/source/            weights.pt, data/ (generated), eval.npz, perf_data.json
+    results/<model>/source/            weights.pt, data/ (generated), eval.npz, perf_data.json,
+        inputs/ (the user's checkpoint and dataset: <name>.sha256, their content's stamp)
     results/<model>/export/<format>/   one exported FP32 model (model.onnx, model.pt, ...)
     results/<model>/export/<format>-<precision>/   the same export in another precision
         (onnx-fp16/: a model's export.precision); FP32 keeps the folder it always had
@@ -29,6 +30,7 @@ from .backends import EXPORT_PRECISION, PRECISIONS
 
 MODEL = "results/{model}"
 SOURCE = f"{MODEL}/source"
+INPUT_STAMPS = "inputs"  # in SOURCE: a stamp of the user's checkpoint's, dataset's content
 EXPORT = f"{MODEL}/export"
 CONFIGURATION = f"{MODEL}/{{gpu}}/{{backend}}_{{precision}}"
 MODEL_REPORT = f"{MODEL}/README.md"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import pickle
+import zipfile
 from pathlib import Path
 from types import ModuleType
 
@@ -49,15 +50,33 @@ def sources(name: str) -> list[Path]:
     return sorted((Path(__file__).with_name("models") / name).glob("*.py"))
 
 
+def check_zip(path: Path, what: str) -> None:
+    """A zip checkpoint (torch.save's format) whose every entry passes its CRC check:
+    torch reads tensor bytes without checking them, so a damaged copy would load as other
+    weights. A legacy (non-zip) file has no checksums to check."""
+    if not zipfile.is_zipfile(path):
+        return
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        raise ValueError(f"{what} checkpoint '{path}' is a damaged zip file: {err}") from err
+    if bad is not None:
+        raise ValueError(f"{what} checkpoint '{path}' is corrupt: its entry '{bad}' fails "
+                         "the zip CRC check (a damaged or partial copy); nothing was loaded")
+
+
 def read_torch_file(path: Path, what: str, stand_ins: dict[str, type] | None = None):
     """A checkpoint file of tensors and plain containers, with one message for a missing
-    or unreadable file. torch's weights-only unpickler reads it (legacy and zip files
-    alike): no callable named in the file runs, except the classes of `stand_ins`
-    (dotted name in the file -> a class of ours that only holds attributes)."""
+    or unreadable file. A zip file's checksums are checked first (check_zip). torch's
+    weights-only unpickler reads it (legacy and zip files alike): no callable named in
+    the file runs, except the classes of `stand_ins` (dotted name in the file -> a class
+    of ours that only holds attributes)."""
     import torch
 
     if not path.is_file():
         raise FileNotFoundError(f"{what} checkpoint '{path}' does not exist")
+    check_zip(path, what)
     allowed = [(cls, name) for name, cls in (stand_ins or {}).items()]
     try:
         with torch.serialization.safe_globals(allowed):

@@ -5,7 +5,7 @@ that need a server the pipeline starts itself (not on server.kind remote)."""
 from __future__ import annotations
 
 from .config import SCHEMA_DIR, online_refusal
-from .config import _load_yaml as load_yaml
+from .config_files import load_yaml
 
 
 def rate_refusal(run: dict) -> str | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import tempfile
 from contextlib import closing, contextmanager
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import tritonclient.http as httpclient
 
-from . import artifacts, device, layout, locks, provenance
+from . import artifacts, atomic, device, isolation, layout, locks, provenance
 from .triton import config as triton_config
 from .triton import install
+from .triton.perf_analyzer import FOREIGN
 from .triton.remote import RemoteServer
 from .triton.server import TritonServer, server_flags
 
@@ -23,9 +25,12 @@ def archive(*paths: Path) -> None:
     job's old outputs when it re-runs it, and a failed re-run must not lose them."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime(layout.STAMP_FORMAT)
     for path in paths:
-        dest = layout.history_copy(path, stamp)
-        dest.parent.mkdir(exist_ok=True)
-        shutil.copyfile(path, dest)
+        # on disk before its name: a full disk leaves no short file that passes for a copy
+        with atomic.output(layout.history_copy(path, stamp)) as tmp, \
+                open(path, "rb") as src, open(tmp, "wb") as dest:
+            shutil.copyfileobj(src, dest)
+            dest.flush()
+            os.fsync(dest.fileno())
 
 
 @contextmanager
@@ -63,7 +68,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
             if parts:
                 described["ensemble_parts"] = parts
             yield server, {**provenance.collect(run, meta, checked, described),
-                           "device_lock": held.record}
+                           "device_lock": held.record, "isolation": isolation.current()}
 
 
 @contextmanager
@@ -84,6 +89,19 @@ def remote_served(run: dict, config_pbtxt: Path, server_log: Path):
         yield server, {**provenance.collect(run, server.metadata(), checked,
                                             server.describe(config)),
                        "device_lock": held.record}
+
+
+def interference(server, runs: list[dict], load: dict) -> dict:
+    """A level's host load (deploybench.host_load) with what reached its server besides
+    the measurement: requests perf_analyzer did not send, changes to the server's log or
+    trace settings. Either flags the level as contention does. (A server in a network
+    namespace of its own, deploybench.isolation, can be reached by no one else.)"""
+    counted = [r[FOREIGN] for r in runs if r.get(FOREIGN) is not None]
+    changed = server.settings_changed() if hasattr(server, "settings_changed") else {}
+    foreign = max(counted) if counted else None
+    return {**load, "foreign_requests": foreign,
+            **({"server_settings_changed": changed} if changed else {}),
+            "contended": bool(load.get("contended") or foreign or changed)}
 
 
 def executions_by_batch(server: TritonServer, model: str) -> dict[int, int]:

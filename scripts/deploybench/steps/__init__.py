@@ -19,7 +19,7 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import progress
+from .. import isolation, progress
 
 # rule -> module:function. A rule that differs from another only by a folder output
 # (Snakemake's directory()) runs the same step.
@@ -58,6 +58,19 @@ STEPS = {
     "configuration_comparison_html": "html_page:html_page",
     "model_comparison_html": "html_page:html_page",
 }
+
+
+# The steps that start a server of their own where server.kind is not remote
+SERVING = {"accuracy", "offline", "online", "rate", "floor", "search_point"}
+
+
+def _isolated(rule: str, spec: dict) -> bool:
+    """Whether the step's server, stubs and perf_analyzer run in namespaces of their own
+    (deploybench.isolation): a server this process starts (not a remote one, nor one a
+    docker daemon starts, whose ports are the host's)."""
+    server = spec.get("server", {})
+    return rule in SERVING and server.get("kind") != "remote" and not (
+        server.get("kind") == "container" and server.get("engine") == "docker")
 
 
 def step_function(rule: str):
@@ -102,6 +115,9 @@ def _terminated(signum, frame):
 def run(smk) -> None:
     """Run the step of the Snakemake job `smk` (the `snakemake` object of a script)."""
     signal.signal(signal.SIGTERM, _terminated)
+    spec = json.loads(smk.params.spec)
+    if _isolated(smk.rule, spec):  # first: before any thread or server starts
+        isolation.isolate()
     step = step_function(smk.rule)
     named = {name: _as_paths(value)
              for group in (smk.input, smk.output, smk.log) for name, value in group.items()}
@@ -113,7 +129,7 @@ def run(smk) -> None:
     failure = None
     with _output_to(log):
         try:
-            step(json.loads(smk.params.spec), **kwargs)
+            step(spec, **kwargs)
         except Exception as err:  # the traceback for the log, one clear line for both
             traceback.print_exc()
             failure = f"deploybench {smk.rule}: error: {err}"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, baseline, host_load, layout
-from ..host_load import CONTENDED_CORES
+from ..host_load import CONTENDED_SHARE
 from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
 from .configuration_report import PERF_ANALYZER_STABILITY
 from .markdown import markdown_table
@@ -319,8 +319,9 @@ the value. A level is faster or slower where its throughput or average latency (
 median latency, device-resident throughput) differs beyond both sides' noise (the ranges
 value ± noise do not overlap), mixed where they disagree; p99 is shown, not judged (no
 stability criterion bounds it). `contended`: the side ran beside other load (more than
-{CONTENDED_CORES} cores of other processes); `unstable`: the side's level did not stabilise
-(kept by `perf.on_unstable: record`), its noise widened to the spread of its windows.
+{CONTENDED_SHARE:g} cores of other processes per CPU it could run on); `unstable`: the
+side's level did not stabilise (kept by `perf.on_unstable: record`), its noise widened to
+the spread of its windows.
 """
     for s in comparison.scenarios:
         text += f"\n## {s.name.capitalize()}\n\n"

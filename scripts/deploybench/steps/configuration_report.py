@@ -11,7 +11,7 @@ import pandas as pd
 from .. import atomic, source_model, tail
 from ..backends import export_precision
 from ..config import online_refusal, serves_online
-from ..host_load import CONTENDED_CORES
+from ..host_load import CONTENDED_SHARE
 from ..scenarios import own_server_refusal
 from ..tables import (
     SHARED_MEMORY,
@@ -317,7 +317,7 @@ def _host_load(offline: dict, online: dict, native: dict) -> str:
     if gpu:
         table["other_gpu_processes"] = table["other_gpu_processes"].map(_gpu_processes)
     contended = table[table["contended"]]
-    limit = f"{CONTENDED_CORES} cores of other processes"
+    limit = f"{CONTENDED_SHARE:g} cores of other processes per CPU the step could run on"
     verdict = (f"**{len(contended)} of {len(table)} measurements ran beside other load** "
                f"(more than {limit}" + (", or another process on the GPU" if gpu else "")
                + "): compare them with care." if len(contended) else

@@ -179,7 +179,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
                              "samples_per_request": row.batch,
                              "request_shapes": dict(row.shapes) or None})
-            loads.append({**level, **load.result})
+            loads.append({**level, **serving.interference(server, runs, load.result)})
             usage.append({**level, **sampled.result})
             if repeats > 1:
                 noise.append({**level, **spread([r[THROUGHPUT] for r in runs],
@@ -280,6 +280,7 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
     can send (or the dynamic batcher form) warmed up on every instance at once, twice, so
     that no instance compiles or captures a CUDA graph inside a measurement window. Yields
     the server, its provenance and the perf data narrowed to the served inputs."""
+    perf_analyzer.check_fits(spec, sweep)  # before a server starts
     with serving.served(spec, config_pbtxt, server_log,
                         static_batching=scenario == "offline") as (server, prov):
         names = triton_config.served_inputs(config_pbtxt)

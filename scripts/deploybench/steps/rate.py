@@ -136,6 +136,8 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
         try:
             measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
                                              log, export=export, timeout_s=timeout_s)
+        except perf_analyzer.PerfDeath:
+            raise  # perf_analyzer or the stub killed: no level's answer
         except perf_analyzer.PerfError as err:  # beyond what the server can answer: not
             failed = err  # done in time, or its connections refused (an H100's TFT at 6,000/s)
     if failed:  # the host load's result exists once its block has ended
@@ -146,7 +148,8 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
                f"made perf_analyzer fail (exit code {code}: rate.json holds its error)")
         return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
                  WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory, FAILED: why},
-                {"offered": row.rate, "error": str(failed), "host_load": load.result})
+                {"offered": row.rate, "error": str(failed),
+                 "host_load": serving.interference(server, [], load.result)})
     formed = serving.formed_since(server, row.model, before)
     latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
@@ -159,7 +162,8 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
                                   sending)}
     report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
               "percentiles_ms": tails, "executions_by_batch": formed,
-              "host_load": load.result, "telemetry": sampled.result}
+              "host_load": serving.interference(server, [measured], load.result),
+              "telemetry": sampled.result}
     return level, report
 
 

@@ -37,7 +37,7 @@ class Install:
     perf_analyzer: Path
     env: dict[str, str]  # environment for both processes (library and python paths)
     launcher: tuple[str, ...] = ()  # argv prefix that runs tritonserver (a container)
-    # LD_PRELOAD shim that makes a server's shared memory private (shm_prefix.c); None
+    # LD_PRELOAD shim that makes a server's shared memory private (shm_folder.c); None
     # where the server cannot take it (a docker container does not inherit the environment)
     shm_shim: Path | None = None
     # The pipeline's C++ backend (cpp_backend) in backend_dir, or why it is not there
@@ -67,7 +67,7 @@ class Install:
             "backend_directory": str(self.backend_dir),
             "backends": self.backends,
             "perf_analyzer": str(self.perf_analyzer),
-            "shared_memory": "private (prefixed names)" if self.shm_shim else "host-wide names",
+            "shared_memory": "a folder per server" if self.shm_shim else "host-wide names",
             "cpp_backend": self.cpp_backend,
         }
 
@@ -140,11 +140,11 @@ def _link(target: Path, link: Path) -> None:
     os.replace(tmp, link)
 
 
-SHIM_SOURCE = Path(__file__).with_name("shm_prefix.c")
+SHIM_SOURCE = Path(__file__).with_name("shm_folder.c")
 
 
 def _shm_shim(libs: Path) -> Path:
-    """The shared-memory shim (shm_prefix.c), built once per version of its source with
+    """The shared-memory shim (shm_folder.c), built once per version of its source with
     the C compiler here, or the prebuilt one DEPLOYBENCH_SHM_SHIM names."""
     prebuilt = os.environ.get("DEPLOYBENCH_SHM_SHIM")
     if prebuilt:

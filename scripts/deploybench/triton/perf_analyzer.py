@@ -15,13 +15,16 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import psutil
 
 from .. import deployments
 from ..config import shared_memory_modes
@@ -55,6 +58,11 @@ UNSETTLED = "Failed to obtain stable measurement"
 EMPTY_WINDOW = "No valid requests recorded within time interval"
 # A stability threshold (%) any three windows meet: the run that records an unstable level
 ANY_SPREAD = 1_000_000
+# Requests of the kept windows: perf_analyzer's (client) and all the server answered
+SENT = re.compile(r"Client: *\n\s*Request count: (\d+)")
+ANSWERED = re.compile(r"Successful request count: (\d+)")
+# in the row of a run: requests the server answered in its windows that it did not send
+FOREIGN = "foreign requests"
 
 
 class PerfError(RuntimeError):
@@ -64,6 +72,94 @@ class PerfError(RuntimeError):
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class PerfDeath(PerfError):
+    """A run that ended for a reason no retry mends: perf_analyzer killed by a signal, the
+    python backend's stub dead, /dev/shm full."""
+
+
+# What perf_analyzer prints when a python-backend model's stub process has died
+STUB_DEAD = re.compile(r"Stub process '([^']+)' is not healthy")
+
+
+def oom_kills() -> int | None:
+    """The processes the kernel's OOM killer has ended since boot (/proc/vmstat), or None."""
+    try:
+        for line in Path("/proc/vmstat").read_text().splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def death(result: subprocess.CompletedProcess, row: Row, run: dict,
+          ooms_before: int | None = None) -> str | None:
+    """What ended a failed run, where a retry cannot help; None where it may.
+    `ooms_before`: oom_kills() when the run started (an OOM kill since is named)."""
+    why = None
+    if result.returncode < 0:
+        name = signal.Signals(-result.returncode).name
+        why = f"perf_analyzer was killed by {name}"
+        if name == "SIGBUS" and row.shared_memory == "system":  # a page it could not get
+            st = os.statvfs("/dev/shm")
+            why += (f": a system shared-memory region it wrote had no memory behind it, "
+                    f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free of "
+                    f"{st.f_blocks * st.f_frsize} (full, or a region truncated under it)")
+    stub = STUB_DEAD.search(result.stdout + result.stderr)
+    if stub and not why:
+        why = (f"the python backend's stub process of '{stub.group(1)}' died (killed: see "
+               "the server log)")
+    ooms = oom_kills()
+    if why and ooms_before is not None and ooms is not None and ooms > ooms_before:
+        size = request_bytes(run["model"], row)
+        why += (f"; the kernel's OOM killer ended {ooms - ooms_before} process(es) meanwhile: "
+                "out of memory" + (f" (a request's inputs and outputs: {size:,} bytes)"
+                                   if size else ""))
+    return why
+
+
+# Copies of a request's inputs and outputs a measurement holds at once, at the least:
+# perf_analyzer's data, its shared-memory regions or request, the server's buffers
+IO_COPIES = 3
+
+
+def request_bytes(model: dict, row: Row) -> int | None:
+    """A request's inputs and outputs at the row's batch, in bytes; None where a tensor's
+    size is not known before it is sent (a variable dimension, strings, an ensemble's
+    request)."""
+    tensors = [*model["inputs"], *model["outputs"]]
+    if row.shapes or any(d < 0 for t in tensors for d in t["dims"]) or any(
+            t["dtype"] == "BYTES" for t in tensors):
+        return None
+    return output_bytes(tensors, row.batch)
+
+
+def check_fits(run: dict, rows: list[Row]) -> None:
+    """Refuse, before a server starts, a level whose requests cannot fit this host: their
+    inputs and outputs alone, IO_COPIES times over (the model's own memory comes on top),
+    past the memory available, or its system shared-memory regions past /dev/shm's free
+    space. Such a batch used to end, after retries, as a stub the OOM killer ended,
+    reported as no stable measurement."""
+    available = psutil.virtual_memory().available
+    st = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
+    for row in rows:
+        size = request_bytes(run["model"], row)
+        if size is None:
+            continue
+        where = f"batch {row.batch} ({row.shared_memory} shared memory)"
+        if size * IO_COPIES > available:
+            raise ValueError(
+                f"{where}: a request's inputs and outputs take {size:,} bytes, {IO_COPIES} "
+                f"copies of them {size * IO_COPIES / 2**30:.1f} GiB, more than the "
+                f"{available / 2**30:.1f} GiB of memory available here; lower the batch "
+                "sizes (offline.batch_sizes, online.batch_size) or measure on a larger host")
+        if row.shared_memory == "system" and st and size > st.f_bavail * st.f_frsize:
+            raise ValueError(
+                f"{where}: its shared-memory regions take {size:,} bytes, more than the "
+                f"{st.f_bavail * st.f_frsize:,} bytes free in /dev/shm; lower the batch "
+                "sizes, free /dev/shm, or measure without shared memory")
 
 
 class PerfTimeout(PerfError):
@@ -158,6 +254,33 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
     return cmd
 
 
+def run_client(server, cmd: list[str], timeout_s: float | None = None
+               ) -> subprocess.CompletedProcess:
+    """perf_analyzer against `server`, in its environment (its shared-memory names), with
+    the descriptors it hands on (the device lock), in a session of its own that the
+    server's watchdog ends if this step is killed (deploybench.triton.watchdog).
+    TimeoutExpired after `timeout_s`, perf_analyzer killed, with what it printed."""
+    watchdog = getattr(server, "watchdog", None)
+    with subprocess.Popen(cmd, env=server.env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, pass_fds=server.keep_fds,
+                          start_new_session=True) as proc:
+        if watchdog:
+            watchdog.add(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(cmd, timeout_s, out, err) from None
+        except BaseException:  # Ctrl-C, a job's SIGTERM: perf_analyzer ends with the step
+            proc.kill()
+            raise
+        finally:
+            if watchdog:
+                watchdog.discard(proc.pid)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def parse_csv(text: str, row: Row) -> dict:
     """One perf_analyzer CSV (one concurrency level) -> one row in the reference tables'
     units."""
@@ -174,6 +297,19 @@ def parse_csv(text: str, row: Row) -> dict:
     table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
     return table | {SHARED_MEMORY: row.shared_memory,
                     COMPONENT_SUM: sum(table[c] for c in COMPONENTS)}
+
+
+def foreign_requests(stdout: str, row: Row, measured: dict) -> int | None:
+    """The requests the server answered in the windows perf_analyzer kept beyond those it
+    sent there (another client's: the server's statistics count everyone's), less what
+    the windows' edges account for (the requests in flight at each edge, which one side
+    counts and the other not); None where perf_analyzer printed no counts."""
+    sent, answered = SENT.search(stdout), ANSWERED.search(stdout)
+    if not sent or not answered:
+        return None
+    in_flight = (math.ceil(row.rate * measured["p99 latency (ms)"] / 1000) + 1 if row.rate
+                 else row.concurrency)
+    return max(0, int(answered.group(1)) - int(sent.group(1)) - 2 * in_flight)
 
 
 def window_spread(stdout: str) -> float:
@@ -208,8 +344,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.flush()
         # the server's environment: its shared-memory names (deploybench.triton.server)
         try:
-            result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
-                                    pass_fds=server.keep_fds, timeout=timeout_s)
+            result = run_client(server, cmd, timeout_s)
         except subprocess.TimeoutExpired as late:  # killed: an open-loop backlog may never drain
             log.write(f"{late.stdout or ''}[no result within {timeout_s:g} s: killed]\n")
             raise PerfTimeout(f"perf_analyzer did not finish the {scenario} level at batch "
@@ -217,15 +352,22 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
-            return result, parse_csv(csv_path.read_text(), row) | {
-                WINDOW_SPREAD: window_spread(result.stdout)}
+            measured = parse_csv(csv_path.read_text(), row)
+            return result, measured | {WINDOW_SPREAD: window_spread(result.stdout),
+                                       FOREIGN: foreign_requests(result.stdout, row, measured)}
         server.ensure_alive()
         return result, None
 
+    ooms = oom_kills()
     for number in range(1, attempts + 1):
         result, measured = attempt(number)
         if measured:
             return measured | {STABLE: True}
+        why = death(result, row, run, ooms)
+        if why:
+            raise PerfDeath(f"{why}, on the {scenario} measurement at batch {batch}, "
+                            f"concurrency {concurrency}, {row.shared_memory} shared memory",
+                            exit_code=result.returncode)
         log.write(f"[attempt {number}/{attempts} failed, exit code {result.returncode}]\n")
     output = result.stdout + result.stderr
     unsettled, empty = UNSETTLED in output, EMPTY_WINDOW in output
@@ -270,8 +412,7 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
-        result = subprocess.run(cmd, env=server.env, capture_output=True, text=True,
-                                pass_fds=server.keep_fds)
+        result = run_client(server, cmd)
         log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
         log.flush()
         server.ensure_alive()

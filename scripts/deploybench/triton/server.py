@@ -6,7 +6,9 @@ the models to serve, waits until they are loaded (`--model-control-mode=none`: l
 happens at start, from the pipeline's own files, and no client can load a model through
 the API afterwards), and stops the server on exit, also when the body raises.
 
-What other local users can and cannot do with it: the model-repository, trace and
+A measuring step runs it in network and mount namespaces of its own where the host
+allows (deploybench.isolation): then no other local user can reach it at all. Else, what
+other local users can and cannot do with it: the model-repository, trace and
 logging APIs answer only requests that carry the run's key (`admin_headers`); inference,
 metadata, model config, statistics and shared memory stay open (perf_analyzer needs them
 over gRPC, which carries no custom header for it). The key is on the server's command
@@ -15,9 +17,10 @@ not code, since no model can be loaded through the API at all.
 
 Shared memory is private to the server: with the install's shim preloaded, every POSIX
 shared-memory name the server, its python-backend stubs and the perf_analyzer runs
-given `env` create gets this server's prefix (perf_analyzer names its regions after the
-tensors, the same in every process), and `stop` removes what is left under it, as
-`start` removes what a killed run of this user left.
+given `env` open resolves to a file in this server's folder (`shm_dir`, mode 0700: no
+other user can list, open or create a region there; perf_analyzer names its regions after
+the tensors, the same in every process), and `stop` removes the folder, as `start`
+removes the folders a killed run of this user left.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ import ctypes
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from contextlib import closing
@@ -37,6 +42,7 @@ import psutil
 import tritonclient.http as httpclient
 
 from .install import Install
+from .watchdog import Watchdog
 
 HPS_PS_CONFIG = "sparse.json"  # beside a Merlin HPS model's config.pbtxt
 ADMIN_HEADER = "deploybench-admin"
@@ -59,7 +65,7 @@ def server_flags(settings: dict) -> list[str]:
                          f"valid: {', '.join(SERVER_FLAGS)}")
     return [SERVER_FLAGS[k].format(int(v)) for k, v in sorted(settings.items())]
 SHM_DIR = Path("/dev/shm")
-_SHM_PREFIX = re.compile(r"^deploybench-(\d+)-[0-9a-f]+-")
+_SHM_FOLDER = re.compile(r"^deploybench-(\d+)-[0-9a-f]+")  # of the step's pid
 
 
 class ServerError(RuntimeError):
@@ -101,16 +107,22 @@ def choose_ports(configured: dict | str) -> dict[str, int]:
 
 
 def remove_stale_shared_memory() -> list[str]:
-    """This user's shared-memory regions of servers whose process is gone (a killed run)."""
+    """This user's shared-memory folders (and regions of older versions, named with a
+    prefix) of steps whose process is gone (a killed run)."""
     removed = []
     for path in SHM_DIR.glob("deploybench-*") if SHM_DIR.is_dir() else []:
-        match = _SHM_PREFIX.match(path.name)
+        match = _SHM_FOLDER.match(path.name)
         if not match or _alive(int(match.group(1))):
             continue
         try:
-            if path.stat().st_uid == os.getuid():
+            st = path.lstat()
+            if st.st_uid != os.getuid():
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path)
+            else:
                 path.unlink()
-                removed.append(path.name)
+            removed.append(path.name)
         except FileNotFoundError:
             pass
     return removed
@@ -187,14 +199,16 @@ class TritonServer:
         self.keep_fds = tuple(keep_fds)
         self.admin_key = secrets.token_urlsafe(24)
         self.env = dict(install.env)
-        self.shm_prefix = None
+        self.shm_dir: Path | None = None  # made by start(), removed by stop()
         if install.shm_shim:
-            self.shm_prefix = f"deploybench-{os.getpid()}-{secrets.token_hex(4)}-"
+            self.shm_dir = SHM_DIR / f"deploybench-{os.getpid()}-{secrets.token_hex(8)}"
             preload = " ".join(p for p in (str(install.shm_shim), self.env.get("LD_PRELOAD"))
                                if p)
-            self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_PREFIX": self.shm_prefix}
+            self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_DIR": str(self.shm_dir)}
         self._proc: subprocess.Popen | None = None
         self._log = None
+        self.watchdog: Watchdog | None = None  # ends the server, stubs, perf_analyzer with us
+        self._settings: dict = {}  # log and trace settings at start
 
     @property
     def http_url(self) -> str:
@@ -295,6 +309,9 @@ class TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_shared_memory()
         self._log = open(self.log_path, "w")
+        if self.shm_dir:  # a new folder (mkdir fails on any name that exists), ours alone
+            self.shm_dir.mkdir(mode=0o700)
+        self.watchdog = Watchdog([str(self.shm_dir)] if self.shm_dir else [])
         self._proc = subprocess.Popen(
             self._command(),
             stdout=self._log,
@@ -303,6 +320,7 @@ class TritonServer:
             pass_fds=self.keep_fds,
             start_new_session=True,  # so stop() can signal the server and its stubs together
         )
+        self.watchdog.add(self._proc.pid)  # its process group
         _adopt_orphans(True)  # undone by stop(), which runs whenever _proc is set
         # closed at once: an open connection makes the server's stop wait its exit timeout
         with closing(httpclient.InferenceServerClient(self.http_url)) as client:
@@ -312,7 +330,22 @@ class TritonServer:
             if self.model and not client.is_model_ready(self.model):
                 raise ServerError(f"model '{self.model}' is not ready after loading; "
                                   f"log {self.log_path}:\n{self.log_tail()}")
+        self._settings = self.settings()
         return self
+
+    def settings(self) -> dict:
+        """The server's log and trace settings (restricted APIs: asked with the run's key)."""
+        with closing(httpclient.InferenceServerClient(self.http_url)) as client:
+            return {"log": client.get_log_settings(headers=self.admin_headers),
+                    "trace": client.get_trace_settings(headers=self.admin_headers)}
+
+    def settings_changed(self) -> dict:
+        """The settings someone changed since the server started (`{name: [then, now]}`):
+        the pipeline never changes them, and a verbose log or a trace slows a measurement."""
+        now = self.settings()
+        return {f"{api}.{name}": [self._settings[api].get(name), value]
+                for api in now for name, value in now[api].items()
+                if self._settings[api].get(name) != value}
 
     def _wait(self, check, timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -356,9 +389,11 @@ class TritonServer:
             _adopt_orphans(False)
         if self._log is not None:
             self._log.close()
-        if self.shm_prefix:  # regions a stub or a killed perf_analyzer left behind
-            for path in SHM_DIR.glob(f"{self.shm_prefix}*"):
-                path.unlink(missing_ok=True)
+        if self.shm_dir:  # with what a stub or a killed perf_analyzer left in it
+            shutil.rmtree(self.shm_dir, ignore_errors=True)
+        if self.watchdog is not None:
+            self.watchdog.close()
+            self.watchdog = None
         self._proc = None
 
     def __enter__(self) -> TritonServer:
