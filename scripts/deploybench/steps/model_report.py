@@ -129,62 +129,53 @@ def _on_cpu(configs: list[Path]) -> bool:
     return any(layout.configuration_of(Path(c).parent)["gpu"] == CPU_KEY for c in configs)
 
 
-def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
-                 online_frontier: Path, headline: Path | None = None) -> None:
-    """Every configuration of a model built so far (best offline throughput, lowest online
-    latency, serving overhead) with links to their reports, and where the model has a
-    reference table, GPU results beside the published ones. `configs`: the configuration
-    reports this run built; the others already on disk (committed GPU results) join them.
-    `headline`: its headline alone too, which the HTML report's front page includes."""
-    configs = sorted(set(layout.configuration_reports(out)) | {Path(c) for c in configs})
-    reference = spec.get("reference")
-    rows = []
-    for readme in configs:
-        folder = readme.parent
-        offline = pd.read_csv(folder / "offline.csv")
-        # a configuration without an online scenario (config.serves_online) has no online.csv
-        online = (pd.read_csv(folder / "online.csv") if (folder / "online.csv").is_file()
-                  else pd.DataFrame({THROUGHPUT: []}))
-        best = offline.loc[offline[THROUGHPUT].idxmax()]
-        where = layout.configuration_of(folder)
-        gpu, config = where["gpu"], where["name"]
-        try:
-            ratio = at_max_batch(served_vs_native(folder / "offline.csv",
-                                                  folder / "native.csv"))
-        except provenance.DifferentDevices:  # the configuration's report says why
-            ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
-        except FileNotFoundError:  # measured on a remote server: no native figure
-            ratio = {"served/native": None, SHARED_MEMORY: "(no native: remote server)"}
-        rows.append({
-            "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
-            "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),
-            "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
-            "Smallest offline batch": int(offline["Batch"].min()),
-            "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
-            "Online max inf/s": online[THROUGHPUT].max() if len(online) else None,
-            "served/native at max batch": ratio["served/native"],
-            "its shared memory": ratio[SHARED_MEMORY],
-        })
-    table = pd.DataFrame(rows)
-    dated = dated_sets_table(out)
-    lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
-    if headline:
-        with atomic.output(headline) as tmp:
-            tmp.write_text(lines + "\n")
-    text = (f"# {spec['title']}: results\n\n{lines}\n\nEvery configuration of "
-            f"`{spec['model']}` built so far.\n\n")
-    text += markdown_table(table) if rows else "Nothing built yet."
-    for scenario, png in (("offline", offline_frontier), ("online", online_frontier)):
-        frontier_plot(frontier_lines(configs, reference, scenario), scenario,
+def _configuration_row(readme: Path) -> dict:
+    """A configuration's line of the model report's table."""
+    folder = readme.parent
+    offline = pd.read_csv(folder / "offline.csv")
+    # a configuration without an online scenario (config.serves_online) has no online.csv
+    online = (pd.read_csv(folder / "online.csv") if (folder / "online.csv").is_file()
+              else pd.DataFrame({THROUGHPUT: []}))
+    best = offline.loc[offline[THROUGHPUT].idxmax()]
+    where = layout.configuration_of(folder)
+    gpu, config = where["gpu"], where["name"]
+    try:
+        ratio = at_max_batch(served_vs_native(folder / "offline.csv", folder / "native.csv"))
+    except provenance.DifferentDevices:  # the configuration's report says why
+        ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
+    except FileNotFoundError:  # measured on a remote server: no native figure
+        ratio = {"served/native": None, SHARED_MEMORY: "(no native: remote server)"}
+    return {
+        "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
+        "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),
+        "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
+        "Smallest offline batch": int(offline["Batch"].min()),
+        "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
+        "Online max inf/s": online[THROUGHPUT].max() if len(online) else None,
+        "served/native at max batch": ratio["served/native"],
+        "its shared memory": ratio[SHARED_MEMORY],
+    }
+
+
+def _frontier_section(configs: list[Path], spec: dict, out: Path, offline_frontier: Path,
+                      online_frontier: Path) -> str:
+    """The frontier plots (drawn here) and their section."""
+    pngs = (("offline", offline_frontier), ("online", online_frontier))
+    for scenario, png in pngs:
+        frontier_plot(frontier_lines(configs, spec.get("reference"), scenario), scenario,
                       spec["title"], png)
-    text += ("\n\n## Throughput against latency\n\nEach configuration's offline sweep (a "
-             "point per batch) and online sweep (a point per concurrency) against p99 and "
-             "average latency, per GPU key; dashed, the published tables of the same GPU, "
-             "or, beside a GPU key without any (an H100), every published table, labelled "
-             "with its GPU.\n\n"
-             + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
-                             for s, png in (("offline", offline_frontier),
-                                            ("online", online_frontier))))
+    return ("\n\n## Throughput against latency\n\nEach configuration's offline sweep (a "
+            "point per batch) and online sweep (a point per concurrency) against p99 and "
+            "average latency, per GPU key; dashed, the published tables of the same GPU, "
+            "or, beside a GPU key without any (an H100), every published table, labelled "
+            "with its GPU.\n\n"
+            + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
+                            for s, png in pngs))
+
+
+def _kept_apart_sections(out: Path, dated: pd.DataFrame) -> str:
+    """The configuration searches and the dated measurement sets of the model."""
+    text = ""
     searched = searches_table(out)
     if len(searched):
         text += ("\n\n## Configuration searches\n\nThe best Triton configuration under each "
@@ -196,7 +187,14 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
                  "folders (partial sweeps, repeats, probes), each with its notes, logs and "
                  "provenance; empty cells: not measured in that set.\n\n"
                  + markdown_table(dated))
-    if reference and reference.get("pairs"):
+    return text
+
+
+def _about_the_reference(configs: list[Path], reference: dict) -> str:
+    """Which configurations reproduce the published tables, the published accuracy beside
+    the measured, and where the model is not run as its reference ran it."""
+    text = ""
+    if reference.get("pairs"):
         rows = reference_rows(Path(reference["path"]), reference["document"],
                               reference.get("where", {}))
         gpus = published_gpus(rows)
@@ -206,37 +204,69 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
         text += ("\n\n## The configurations that reproduce the published tables\n\n"
                  "`snakemake seeds` builds each on the GPU keys of its tables.\n\n"
                  + markdown_table(pairs))
-    if reference and reference.get("metrics"):
+    if reference.get("metrics"):
         accuracy = reference_accuracy(configs, reference)
         if len(accuracy):
             text += ("\n\n## Accuracy beside the published tables\n\nThe published value "
                      "of each table (the same on every GPU key where one value is shown) "
                      "and the accuracy step's on Triton for each configuration.\n\n"
                      + markdown_table(accuracy))
-    if reference and reference.get("differences"):
+    if reference.get("differences"):
         text += ("\n\n## Where this model is not run as its reference ran it\n\n"
                  + "\n".join(f"- {item}" for item in reference["differences"]))
+    return text
+
+
+def _beside_the_reference(configs: list[Path], reference: dict) -> str:
+    """The measured rows beside the published ones: throughput and latencies per scenario,
+    and the settings each ran with."""
+    where, path, document = (reference.get("where", {}), Path(reference["path"]),
+                             reference["document"])
+    narrowed = "".join(f", {k} {v}" for k, v in where.items())
+    source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
+              f"{narrowed}.{CPU_BESIDE if _on_cpu(configs) else ''}\n\n")
+    text = ""
+    for scenario in ("offline", "online"):
+        compared = reference_comparison(configs, path, document, where, scenario)
+        if len(compared):
+            text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
+                     f"published tables\n\n{source}" + markdown_table(compared))
+        latencies = reference_latencies(configs, path, document, where, scenario)
+        if len(latencies):
+            text += (f"\n\n## {scenario.capitalize()}: latencies beside the published "
+                     "tables\n\nAt each batch size and concurrency a published table "
+                     "has; `avg latency (ms)` is the sum of the latency components, as "
+                     "the references compute it.\n\n" + markdown_table(latencies))
+    if configs:
+        text += ("\n\n## Settings beside the published tables\n\nWhat each published "
+                 "table states (tables stating the same in one column; empty: not "
+                 "stated) and what each configuration ran with.\n\n"
+                 + markdown_table(reference_settings(configs, path, document, where)))
+    return text
+
+
+def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
+                 online_frontier: Path, headline: Path | None = None) -> None:
+    """Every configuration of a model built so far (best offline throughput, lowest online
+    latency, serving overhead) with links to their reports, and where the model has a
+    reference table, GPU results beside the published ones. `configs`: the configuration
+    reports this run built; the others already on disk (committed GPU results) join them.
+    `headline`: its headline alone too, which the HTML report's front page includes."""
+    configs = sorted(set(layout.configuration_reports(out)) | {Path(c) for c in configs})
+    reference = spec.get("reference")
+    table = pd.DataFrame([_configuration_row(readme) for readme in configs])
+    dated = dated_sets_table(out)
+    lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
+    if headline:
+        with atomic.output(headline) as tmp:
+            tmp.write_text(lines + "\n")
+    text = (f"# {spec['title']}: results\n\n{lines}\n\nEvery configuration of "
+            f"`{spec['model']}` built so far.\n\n")
+    text += markdown_table(table) if configs else "Nothing built yet."
+    text += _frontier_section(configs, spec, out, offline_frontier, online_frontier)
+    text += _kept_apart_sections(out, dated)
     if reference:
-        where, path, document = reference.get("where", {}), Path(reference["path"]), \
-            reference["document"]
-        narrowed = "".join(f", {k} {v}" for k, v in where.items())
-        source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
-                  f"{narrowed}.{CPU_BESIDE if _on_cpu(configs) else ''}\n\n")
-        for scenario in ("offline", "online"):
-            compared = reference_comparison(configs, path, document, where, scenario)
-            if len(compared):
-                text += (f"\n\n## {scenario.capitalize()}: inferences/second beside the "
-                         f"published tables\n\n{source}" + markdown_table(compared))
-            latencies = reference_latencies(configs, path, document, where, scenario)
-            if len(latencies):
-                text += (f"\n\n## {scenario.capitalize()}: latencies beside the published "
-                         "tables\n\nAt each batch size and concurrency a published table "
-                         "has; `avg latency (ms)` is the sum of the latency components, as "
-                         "the references compute it.\n\n" + markdown_table(latencies))
-        if configs:
-            text += ("\n\n## Settings beside the published tables\n\nWhat each published "
-                     "table states (tables stating the same in one column; empty: not "
-                     "stated) and what each configuration ran with.\n\n"
-                     + markdown_table(reference_settings(configs, path, document, where)))
+        text += _about_the_reference(configs, reference)
+        text += _beside_the_reference(configs, reference)
     with atomic.output(out) as tmp:
         tmp.write_text(text + "\n")
