@@ -48,7 +48,7 @@ THROUGHPUT_TARGET, POINTS_TARGET = 0.95, 0.5
 COMBINATIONS = 20_000  # at most, over --runs: a seeded sample where there are more
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("key", nargs="*", metavar="MODEL GPU BACKEND PRECISION",
                         help="the configuration whose search to read")
@@ -68,6 +68,31 @@ def main(argv: list[str] | None = None) -> int:
                              "<point>/history/online-*.csv): compare over every combination")
     parser.add_argument("--directory", type=Path, default=Path("."),
                         help="the workflow's directory (where results/ is)")
+    return parser
+
+
+def _read(folder: Path, measured: bool) -> tuple[dict, dict, list] | None:
+    """A search's summary, the results of its points measured and the names of those
+    missing; None (said on stderr) where there is no search or its grid is incomplete."""
+    summary_path = folder / "search.json"
+    if not summary_path.is_file():
+        print(f"{summary_path}: no search built; build its grid first (snakemake "
+              f"{folder / 'README.md'})", file=sys.stderr)
+        return None
+    summary = json.loads(summary_path.read_text())
+    missing = [n for n in summary["grid"] if not (folder / n / "point.json").is_file()]
+    if missing and not measured:
+        print(f"the grid is not built: {len(missing)} of {len(summary['grid'])} points missing "
+              f"({', '.join(missing[:5])}...); build it with strategy grid, or compare with the "
+              "points measured (--measured)", file=sys.stderr)
+        return None
+    results = {n: json.loads((folder / n / "point.json").read_text())
+               for n in summary["grid"] if n not in missing}
+    return summary, results, missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if (len(args.key) == 4) == (args.folder is not None):
         parser.error("give either MODEL GPU BACKEND PRECISION or --folder")
@@ -76,21 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         key = dict(zip(("model", "gpu", "backend", "precision"), args.key))
         folder = args.directory / layout.fill(layout.search(""), **key)
-    summary_path = folder / "search.json"
-    if not summary_path.is_file():
-        print(f"{summary_path}: no search built; build its grid first (snakemake "
-              f"{folder / 'README.md'})", file=sys.stderr)
+    found = _read(folder, args.measured)
+    if found is None:
         return 1
-    summary = json.loads(summary_path.read_text())
+    summary, results, missing = found
     key = summary["key"]
-    missing = [n for n in summary["grid"] if not (folder / n / "point.json").is_file()]
-    if missing and not args.measured:
-        print(f"the grid is not built: {len(missing)} of {len(summary['grid'])} points missing "
-              f"({', '.join(missing[:5])}...); build it with strategy grid, or compare with the "
-              "points measured (--measured)", file=sys.stderr)
-        return 1
-    results = {n: json.loads((folder / n / "point.json").read_text())
-               for n in summary["grid"] if n not in missing}
     budget = args.budget if args.budget is not None else summary["p99_budget_ms"]
     rank = args.rank or configuration_search.rank_of(summary)
     search = {**summary["dimensions"],

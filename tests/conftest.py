@@ -192,11 +192,6 @@ def check_measurements(run: Path, config: dict, online: bool = True,
     ten iterations, and the floor costs the server less than the model. `online`: the
     configuration has an online scenario (config.serves_online); `flattened`: its offline
     requests carry the batch inside their tensors (an ensemble: perf_analyzer at -b 1)."""
-    import pandas as pd
-
-    from deploybench.config import shared_memory_modes
-    from deploybench.tables import COMPONENT_SUM, COMPONENTS
-
     perf = main_config()["perf"]
 
     def batch_sent(command: list[str]) -> str:
@@ -209,68 +204,89 @@ def check_measurements(run: Path, config: dict, online: bool = True,
         return str(int(keys) // ids["dims"][0])
 
     for scenario in ("offline", "online") if online else ("offline",):
-        table = pd.read_csv(run / f"{scenario}.csv")
-        settings = config[scenario]
-        check_littles_law(table, scenario,
-                          settings.get("measurement_mode") == "time_windows")
-        # the reference documents' average: the components added up, beside perf_analyzer's
-        summed = table[COMPONENTS].sum(axis=1)
-        assert ((table[COMPONENT_SUM] - summed).abs() < 0.002).all(), table
-        log = run / "logs" / f"{scenario}_perf_analyzer.log"
-        commands = perf_commands(log)
-        ran = [(batch_sent(c), flag(c, "--concurrency-range")) for c in commands]
-        if scenario == "offline":
-            wanted = [(str(b), "1:1") for b in settings["batch_sizes"]]
-            modes = shared_memory_modes(settings)
-            wanted = [row for _ in modes for row in wanted]  # one sweep per mode
-            used = [flag(c, "--shared-memory") or "none" for c in commands]
-            assert list(dict.fromkeys(used)) == modes, used
-            assert set(table["Shared memory"]) == set(modes), table
-        else:
-            wanted = [(str(settings["batch_size"]), f"{c}:{c}") for c in settings["concurrency"]]
-            assert all("--shared-memory" not in c for c in commands), commands
-        protocol = settings.get("protocol", "grpc" if scenario == "offline" else "http")
-        mode = settings.get("measurement_mode", perf["measurement_mode"])
-        interval = settings.get("measurement_interval_ms", perf["measurement_interval_ms"])
-        # retries double the interval; an online level short of perf.min_requests is
-        # measured again with windows as many times longer as its tail says
-        tails = json.loads((run / f"{scenario}.json").read_text()).get("tail", [])
-        scales = {1} | {t.get("windows_lengthened", 1) for t in tails}
-        lengths = {interval * s * 2**i for s in scales for i in range(4)}
-        for command in commands:
-            assert flag(command, "-i") == protocol, command
-            assert flag(command, "--measurement-mode") == mode, command
-            if mode == "time_windows":
-                assert int(flag(command, "-p")) in lengths, (command, scales)
-                assert "--measurement-request-count" not in command, command
-        # retries repeat a row
-        assert [r for i, r in enumerate(ran) if i == 0 or r != ran[i - 1]] == wanted, ran
-        # where the step was, after each level, in its log
-        said = re.findall(rf"^{scenario} \([\w-]+\): (\d+)/(\d+) \(batch (\d+), ",
-                          (run / "logs" / f"{scenario}.log").read_text(), re.M)
-        batches = [str(b) for b in table["Batch"]]
-        assert said == [(str(i), str(len(wanted)), b) for i, b in enumerate(batches, 1)]
-        # the warm-up: each of its levels (warmup_levels, [batch, concurrency]: max and max/2
-        # of the sweep's; its largest row by default) in each shared-memory mode, before the
-        # sweep, the window `warmup_windows` times as long
-        warm = perf_commands(log, warm_up=True)
-        windows = settings.get("warmup_windows", 0)
-        tops = (int(table["Batch"].max()), int(table["Concurrency"].max()))
-        levels = [[v if isinstance(v, int) else top // 2 if v == "max/2" else top
-                   for v, top in zip(level, tops)]
-                  for level in settings.get("warmup_levels") or [["max", "max"]]]
-        modes = dict.fromkeys(table["Shared memory"])
-        assert [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in warm] == (
-            [(str(b), f"{c}:{c}") for _ in modes for b, c in levels] if windows else []), warm
-        for command in warm:
-            if mode == "time_windows":
-                assert flag(command, "-p") == str(interval * windows), command
-            else:  # online's count: a third of perf.min_requests at least
-                count = settings["measurement_request_count"]
-                if scenario == "online":
-                    count = max(count, -(-perf.get("min_requests", 0) // 3))
-                assert flag(command, "--measurement-request-count") == str(
-                    count * windows), command
+        _check_scenario(run, config[scenario], scenario, perf, batch_sent)
+    _check_native_and_floor(run, config)
+
+
+def _check_scenario(run: Path, settings: dict, scenario: str, perf: dict, batch_sent) -> None:
+    """check_measurements of one scenario: its table, its perf_analyzer command lines, the
+    step's progress lines."""
+    import pandas as pd
+
+    from deploybench.config import shared_memory_modes
+    from deploybench.tables import COMPONENT_SUM, COMPONENTS
+
+    table = pd.read_csv(run / f"{scenario}.csv")
+    check_littles_law(table, scenario,
+                      settings.get("measurement_mode") == "time_windows")
+    # the reference documents' average: the components added up, beside perf_analyzer's
+    summed = table[COMPONENTS].sum(axis=1)
+    assert ((table[COMPONENT_SUM] - summed).abs() < 0.002).all(), table
+    log = run / "logs" / f"{scenario}_perf_analyzer.log"
+    commands = perf_commands(log)
+    ran = [(batch_sent(c), flag(c, "--concurrency-range")) for c in commands]
+    if scenario == "offline":
+        wanted = [(str(b), "1:1") for b in settings["batch_sizes"]]
+        modes = shared_memory_modes(settings)
+        wanted = [row for _ in modes for row in wanted]  # one sweep per mode
+        used = [flag(c, "--shared-memory") or "none" for c in commands]
+        assert list(dict.fromkeys(used)) == modes, used
+        assert set(table["Shared memory"]) == set(modes), table
+    else:
+        wanted = [(str(settings["batch_size"]), f"{c}:{c}") for c in settings["concurrency"]]
+        assert all("--shared-memory" not in c for c in commands), commands
+    protocol = settings.get("protocol", "grpc" if scenario == "offline" else "http")
+    mode = settings.get("measurement_mode", perf["measurement_mode"])
+    interval = settings.get("measurement_interval_ms", perf["measurement_interval_ms"])
+    # retries double the interval; an online level short of perf.min_requests is
+    # measured again with windows as many times longer as its tail says
+    tails = json.loads((run / f"{scenario}.json").read_text()).get("tail", [])
+    scales = {1} | {t.get("windows_lengthened", 1) for t in tails}
+    lengths = {interval * s * 2**i for s in scales for i in range(4)}
+    for command in commands:
+        assert flag(command, "-i") == protocol, command
+        assert flag(command, "--measurement-mode") == mode, command
+        if mode == "time_windows":
+            assert int(flag(command, "-p")) in lengths, (command, scales)
+            assert "--measurement-request-count" not in command, command
+    # retries repeat a row
+    assert [r for i, r in enumerate(ran) if i == 0 or r != ran[i - 1]] == wanted, ran
+    # where the step was, after each level, in its log
+    said = re.findall(rf"^{scenario} \([\w-]+\): (\d+)/(\d+) \(batch (\d+), ",
+                      (run / "logs" / f"{scenario}.log").read_text(), re.M)
+    batches = [str(b) for b in table["Batch"]]
+    assert said == [(str(i), str(len(wanted)), b) for i, b in enumerate(batches, 1)]
+    _check_warm_up(log, table, settings, scenario, perf, mode, interval)
+
+
+def _check_warm_up(log: Path, table, settings: dict, scenario: str, perf: dict, mode: str,
+                   interval: int) -> None:
+    """The warm-up: each of its levels (warmup_levels, [batch, concurrency]: max and max/2
+    of the sweep's; its largest row by default) in each shared-memory mode, before the
+    sweep, the window `warmup_windows` times as long."""
+    warm = perf_commands(log, warm_up=True)
+    windows = settings.get("warmup_windows", 0)
+    tops = (int(table["Batch"].max()), int(table["Concurrency"].max()))
+    levels = [[v if isinstance(v, int) else top // 2 if v == "max/2" else top
+               for v, top in zip(level, tops)]
+              for level in settings.get("warmup_levels") or [["max", "max"]]]
+    modes = dict.fromkeys(table["Shared memory"])
+    assert [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in warm] == (
+        [(str(b), f"{c}:{c}") for _ in modes for b, c in levels] if windows else []), warm
+    for command in warm:
+        if mode == "time_windows":
+            assert flag(command, "-p") == str(interval * windows), command
+        else:  # online's count: a third of perf.min_requests at least
+            count = settings["measurement_request_count"]
+            if scenario == "online":
+                count = max(count, -(-perf.get("min_requests", 0) // 3))
+            assert flag(command, "--measurement-request-count") == str(
+                count * windows), command
+
+
+def _check_native_and_floor(run: Path, config: dict) -> None:
+    """Native rows timed over ten iterations at least; the floor below the model."""
+    import pandas as pd
 
     native = pd.read_csv(run / "native.csv")
     assert list(native["Batch"]) == config["offline"]["batch_sizes"]
@@ -323,3 +339,14 @@ def other_user():
 
     run.uid, run.gid = entry.pw_uid, entry.pw_gid
     return run
+
+
+def tiny_models(tmp_path, **changes) -> str:
+    """A models folder with tft-tiny's config changed: `--config models_dir=<it>`."""
+    from deploybench.config import deep_merge
+
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    (models / "tft-tiny.yaml").write_text(yaml.safe_dump(deep_merge(model, changes)))
+    return f"models_dir={models}"

@@ -3,10 +3,15 @@ the stamp a rule takes moves exactly when the content changed, whatever the file
 and planning reads again only the files whose (inode, size, mtime, ctime) changed."""
 
 import os
+import re
+import shutil
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
+from conftest import ROOT, corrupt_tensor_bytes, planned_jobs, snakemake, tiny_models
 from deploybench import input_digest
 
 
@@ -87,3 +92,80 @@ def test_absurd_or_missing_inputs_are_refused_naming_them(tmp_path, monkeypatch)
     os.mkfifo(loop / "pipe")
     assert input_digest.digest(loop, tmp_path / "l.json") == input_digest.digest(
         _folder(tmp_path / "plain", {"a": b"1"}), tmp_path / "p.json")
+
+
+def _set_back(path: Path, days: float = 1) -> None:
+    """The mtime `tar x`, `cp -p` or `rsync -a` leave: the original's, before the build."""
+    old = time.time_ns() - int(days * 86_400e9)
+    os.utime(path, ns=(old, old))
+
+
+@pytest.mark.e2e
+def test_a_replaced_checkpoint_or_data_file_reruns_what_read_it_whatever_its_mtime(tmp_path):
+    """The user's checkpoint and dataset are inputs by their content (their stamps,
+    deploybench.input_digest): a file replaced with other bytes and an older mtime, or a
+    swapped data folder, re-runs what read it; a touch re-runs nothing; a checkpoint whose
+    tensor bytes are damaged is refused, naming it; a folder of far too many files is
+    refused before any job, naming it."""
+    import torch
+
+    from deploybench.models import tft
+
+    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
+    data, other = tmp_path / "data", tmp_path / "other"
+    tft.generate_dataset(model["hparams"], str(data), **model["data"]["generate"])
+    tft.generate_dataset(model["hparams"], str(other), **{**model["data"]["generate"],
+                                                           "seed": 9})
+    checkpoint, retrained = tmp_path / "checkpoint.pt", tmp_path / "retrained.pt"
+    for path, seed in ((checkpoint, 4), (retrained, 5)):
+        torch.save({"model": tft.build_model(model["hparams"], None, seed).model.state_dict()},
+                   path)
+    models = tiny_models(tmp_path, data={"path": str(data)},
+                          weights={"checkpoint": str(checkpoint)})
+    work = tmp_path / "work"
+    work.mkdir()
+    target = "results/tft-tiny/source/eval.npz"
+
+    def plan() -> dict[str, int]:
+        return planned_jobs(snakemake(work, "-n", target, "--config", models))
+
+    snakemake(work, target, "--config", models)
+    evaluated = (work / target).read_bytes()
+    # touched, the same bytes: nothing to do
+    os.utime(checkpoint)
+    os.utime(data / "test.bin")
+    assert plan() == {}
+    # other bytes, an older mtime (as `cp -p other/test.bin data/` leaves it)
+    shutil.copy2(other / "test.bin", data / "test.bin")
+    _set_back(data / "test.bin")
+    assert plan() == {"eval_set": 1}
+    shutil.copy2(retrained, checkpoint)
+    _set_back(checkpoint)
+    assert plan() == {"weights": 1, "eval_set": 1}
+    snakemake(work, target, "--config", models)
+    assert (work / target).read_bytes() != evaluated
+    assert plan() == {}
+    # a swapped data folder, its files as old as ever
+    data.rename(tmp_path / "data.old")
+    other.rename(data)
+    assert plan() == {"eval_set": 1}
+    # damaged tensor bytes (size unchanged, an older mtime): refused, naming the file
+    corrupt_tensor_bytes(checkpoint)
+    _set_back(checkpoint)
+    result = snakemake(work, target, "--config", models, check=False)
+    assert result.returncode != 0
+    log = (work / "results/tft-tiny/source/logs/weights.log").read_text()
+    assert re.search(rf"TFT checkpoint '{re.escape(str(checkpoint))}' is corrupt: its entry "
+                     r"'retrained/data/\d+' fails the zip CRC check", log), log
+    # a data.path of far too many files (`data.path: /usr`): refused while planning (the
+    # bound lowered to 3 in snakemake's process, as 10,000 files take a while to make)
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(4):
+        (many / str(i)).touch()
+    result = snakemake(work, "-n", target, "--config", tiny_models(
+        tmp_path, data={"path": str(many)}), check=False,
+        prelude="import deploybench.input_digest\ndeploybench.input_digest.MAX_FILES = 3")
+    assert result.returncode != 0
+    assert (f"model 'tft-tiny': data.path '{many}' holds more than 3 files: a checkpoint "
+            "or a dataset folder is expected") in result.stdout + result.stderr

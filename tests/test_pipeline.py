@@ -23,12 +23,11 @@ from conftest import (
     check_littles_law,
     check_measurements,
     copy_build,
-    corrupt_tensor_bytes,
     planned_jobs,
     snakemake,
+    tiny_models,
 )
 from deploybench import host_load, provenance
-from deploybench.config import deep_merge
 from deploybench.steps.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
 from deploybench.tables import PERF_COLUMNS as COLUMNS
@@ -74,7 +73,14 @@ def test_full_build_produces_every_artifact(built, settings):
 
     check_provenance(built, run)
     check_telemetry(run)
-    for scenario, table in (("offline", offline), ("online", online)):  # a load per level
+
+
+def test_each_level_records_its_host_load_and_where_it_ran(built):
+    """A host load per level, none contended but as the threshold says, no request or
+    settings change that was not the measurement's, and the step's own namespaces."""
+    run = built / RUN
+    for scenario in ("offline", "online"):  # a load per level
+        table = pd.read_csv(run / f"{scenario}.csv")
         loads = json.loads((run / f"{scenario}.json").read_text())["host_load"]
         assert [(x["Batch"], x["Concurrency"]) for x in loads] == list(
             zip(table["Batch"], table["Concurrency"]))
@@ -97,6 +103,11 @@ def test_full_build_produces_every_artifact(built, settings):
         assert isolation["shared_memory"].startswith("a /dev/shm of its own"), isolation
     assert (run / "logs/offline_server.log").read_text().strip()
 
+
+def test_the_configuration_report_says_what_ran_and_how(built):
+    """Its plots, tables, host load and telemetry sections, the perf_analyzer settings,
+    and the warm-up the logs show at the levels the settings name."""
+    run = built / RUN
     for png in ("offline_throughput", "offline_latency", "online_latency"):
         assert (run / f"plots/{png}.png").read_bytes()[:4] == b"\x89PNG"
     readme = (run / "README.md").read_text()
@@ -124,6 +135,12 @@ def test_full_build_produces_every_artifact(built, settings):
               .splitlines() if line.startswith("[warm-up, discarded] $ ")]
     assert [re.search(r"--concurrency-range (\S+) ", w).group(1) for w in warmed] == [
         "2:2"], warmed
+
+
+def test_the_model_report_and_the_runs_last_lines(built):
+    """The model report links the configuration and its frontier plots; the terminal
+    shows each level as it is measured and the run ends naming its reports."""
+    run = built / RUN
     model_readme = (built / "results/tft-tiny/README.md").read_text()
     assert "[onnx_fp32](cpu/onnx_fp32/README.md)" in model_readme
     for scenario in ("offline", "online"):  # throughput against latency, linked
@@ -281,18 +298,9 @@ def test_gpu_targets_dry_run_but_are_refused_on_this_machine(built):
     assert not (run / "conversion_check.csv").exists()
 
 
-def _tiny_models(tmp_path, **changes) -> str:
-    """A models folder with tft-tiny's config changed: `--config models_dir=<it>`."""
-    models = tmp_path / "models"
-    models.mkdir(exist_ok=True)
-    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
-    (models / "tft-tiny.yaml").write_text(yaml.safe_dump(deep_merge(model, changes)))
-    return f"models_dir={models}"
-
-
 def test_a_config_error_fails_the_run_though_every_result_exists(built, tmp_path):
     assert "Nothing to be done" in snakemake(built, "-n").stdout
-    too_big = _tiny_models(tmp_path, device_overrides={"cpu": {"offline": {
+    too_big = tiny_models(tmp_path, device_overrides={"cpu": {"offline": {
         "batch_sizes": [1, 4, 16]}}})
     result = snakemake(built, "-n", "--config", too_big, check=False)
     assert result.returncode != 0
@@ -310,82 +318,6 @@ def test_numbers_given_with_config_are_numbers(built):
     result = snakemake(built, "-n", "--config", "perf={attempts: many}", check=False)
     assert "invalid value at 'perf/attempts': 'many' is not of type 'integer'" in (
         result.stdout + result.stderr)
-
-
-def _set_back(path: Path, days: float = 1) -> None:
-    """The mtime `tar x`, `cp -p` or `rsync -a` leave: the original's, before the build."""
-    old = time.time_ns() - int(days * 86_400e9)
-    os.utime(path, ns=(old, old))
-
-
-def test_a_replaced_checkpoint_or_data_file_reruns_what_read_it_whatever_its_mtime(tmp_path):
-    """The user's checkpoint and dataset are inputs by their content (their stamps,
-    deploybench.input_digest): a file replaced with other bytes and an older mtime, or a
-    swapped data folder, re-runs what read it; a touch re-runs nothing; a checkpoint whose
-    tensor bytes are damaged is refused, naming it; a folder of far too many files is
-    refused before any job, naming it."""
-    import torch
-
-    from deploybench.models import tft
-
-    model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
-    data, other = tmp_path / "data", tmp_path / "other"
-    tft.generate_dataset(model["hparams"], str(data), **model["data"]["generate"])
-    tft.generate_dataset(model["hparams"], str(other), **{**model["data"]["generate"],
-                                                           "seed": 9})
-    checkpoint, retrained = tmp_path / "checkpoint.pt", tmp_path / "retrained.pt"
-    for path, seed in ((checkpoint, 4), (retrained, 5)):
-        torch.save({"model": tft.build_model(model["hparams"], None, seed).model.state_dict()},
-                   path)
-    models = _tiny_models(tmp_path, data={"path": str(data)},
-                          weights={"checkpoint": str(checkpoint)})
-    work = tmp_path / "work"
-    work.mkdir()
-    target = "results/tft-tiny/source/eval.npz"
-
-    def plan() -> dict[str, int]:
-        return planned_jobs(snakemake(work, "-n", target, "--config", models))
-
-    snakemake(work, target, "--config", models)
-    evaluated = (work / target).read_bytes()
-    # touched, the same bytes: nothing to do
-    os.utime(checkpoint)
-    os.utime(data / "test.bin")
-    assert plan() == {}
-    # other bytes, an older mtime (as `cp -p other/test.bin data/` leaves it)
-    shutil.copy2(other / "test.bin", data / "test.bin")
-    _set_back(data / "test.bin")
-    assert plan() == {"eval_set": 1}
-    shutil.copy2(retrained, checkpoint)
-    _set_back(checkpoint)
-    assert plan() == {"weights": 1, "eval_set": 1}
-    snakemake(work, target, "--config", models)
-    assert (work / target).read_bytes() != evaluated
-    assert plan() == {}
-    # a swapped data folder, its files as old as ever
-    data.rename(tmp_path / "data.old")
-    other.rename(data)
-    assert plan() == {"eval_set": 1}
-    # damaged tensor bytes (size unchanged, an older mtime): refused, naming the file
-    corrupt_tensor_bytes(checkpoint)
-    _set_back(checkpoint)
-    result = snakemake(work, target, "--config", models, check=False)
-    assert result.returncode != 0
-    log = (work / "results/tft-tiny/source/logs/weights.log").read_text()
-    assert re.search(rf"TFT checkpoint '{re.escape(str(checkpoint))}' is corrupt: its entry "
-                     r"'retrained/data/\d+' fails the zip CRC check", log), log
-    # a data.path of far too many files (`data.path: /usr`): refused while planning (the
-    # bound lowered to 3 in snakemake's process, as 10,000 files take a while to make)
-    many = tmp_path / "many"
-    many.mkdir()
-    for i in range(4):
-        (many / str(i)).touch()
-    result = snakemake(work, "-n", target, "--config", _tiny_models(
-        tmp_path, data={"path": str(many)}), check=False,
-        prelude="import deploybench.input_digest\ndeploybench.input_digest.MAX_FILES = 3")
-    assert result.returncode != 0
-    assert (f"model 'tft-tiny': data.path '{many}' holds more than 3 files: a checkpoint "
-            "or a dataset folder is expected") in result.stdout + result.stderr
 
 
 def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):

@@ -133,6 +133,95 @@ def _deployments(offline_report: dict, online_report: dict) -> str:
     return "; ".join(parts) or "not recorded"
 
 
+# One configuration's README: its sections filled in by configuration_report
+PAGE = """# {title}
+
+{headline}
+
+Built by the deploybench pipeline: export → conversion → conversion check → Triton model
+repository → accuracy on Triton → offline and online performance (perf_analyzer).
+
+## Configuration
+
+{params}
+
+## Conversion check (converted vs source model)
+
+{check}
+
+## Accuracy on Triton
+
+{accuracy}
+
+## Offline scenario
+
+Static batching, concurrency 1, perf_analyzer as the configuration says; the `Shared
+memory` column: system or none (in the requests), as the references; cuda, in GPU memory,
+which a torch runner takes without a host copy. `avg latency (ms)` is perf_analyzer's,
+`sum of components (ms)` the references' "avg latency".
+
+![Throughput vs batch]({offline_throughput})
+![Latency vs batch]({offline_latency})
+
+{offline}
+
+## Serving overhead: Triton vs native
+
+{native}
+
+## Triton's own cost: an identity model
+
+{floor}
+
+{cache}## Online scenario
+
+{online}
+
+{rate}{noise}## Host load
+
+{host_load}
+
+## Telemetry
+
+{telemetry}
+
+## Provenance
+
+```json
+{provenance}
+```
+"""
+
+
+def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -> str:
+    """The configuration table: what ran, on what, measured how."""
+    model, key, prov = run["model"], run["key"], offline_report["provenance"]
+    devices = ", ".join(prov.get("device_check", {}).get("devices", [])) or "CPU"
+    return _params_table([
+        ("GPU key", key["gpu"]),
+        ("Device", devices + (" (GPU key check overridden)"
+                              if prov.get("device_check", {}).get("mismatch_allowed") else "")),
+        ("Backend", run["backend"]["title"]),
+        ("Precision", run["precision"].upper()),
+        ("Model format", key["backend"]),
+        ("Max batch size", model["triton"]["max_batch_size"]),
+        ("Deployments", _deployments(offline_report, online_report)),
+        ("Number of model instances", model["triton"]["instances"]),
+        ("Export Precision", export_precision(run).upper()),
+        ("Weights", files["weights_origin"]),
+        ("Dataset", files["dataset"]),
+        ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
+        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])
+                                 if online_report else "not measured (no online scenario)"),
+        ("Triton server", f"{prov.get('triton', {}).get('version')} "
+                          f"({run['server']['kind']}, {served_by(prov)})"),
+        ("perf_analyzer", prov.get("perf_analyzer")),
+        ("perf_analyzer stability", _stability(run["perf"])),
+        ("Measured", prov["date"]),
+        ("Config hash", prov["config_hash"]),
+    ])
+
+
 def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
                          online: Path | list, offline_json: Path, online_json: Path | list,
                          offline_throughput: Path, offline_latency: Path,
@@ -150,105 +239,37 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
              "offline_latency": offline_latency,
              "weights_origin": source_model.weights_origin(weights),
              "dataset": spec["dataset"]}
-    measured_online = serves_online(run)
-    if measured_online:
+    if serves_online(run):
         files |= {"online": online, "online_latency": online_latency,
                   "online_tail": online_tail, "online_json": online_json}
-    model, key = run["model"], run["key"]
     offline_report = json.loads(Path(offline_json).read_text())
-    online_report = json.loads(Path(online_json).read_text()) if measured_online else {}
+    online_report = json.loads(Path(online_json).read_text()) if serves_online(run) else {}
+    native_report = json.loads(Path(native_json).read_text()) if native_json else {}
     prov = offline_report["provenance"]
-    precision = run["precision"].upper()
-    title = f"{model['title']}: {run['gpu']['description']}, {run['backend']['title']} " \
-            f"with {precision}"
-    devices = ", ".join(prov.get("device_check", {}).get("devices", [])) or "CPU"
-    params = [
-        ("GPU key", key["gpu"]),
-        ("Device", devices + (" (GPU key check overridden)"
-                              if prov.get("device_check", {}).get("mismatch_allowed") else "")),
-        ("Backend", run["backend"]["title"]),
-        ("Precision", precision),
-        ("Model format", key["backend"]),
-        ("Max batch size", model["triton"]["max_batch_size"]),
-        ("Deployments", _deployments(offline_report, online_report)),
-        ("Number of model instances", model["triton"]["instances"]),
-        ("Export Precision", export_precision(run).upper()),
-        ("Weights", files["weights_origin"]),
-        ("Dataset", files["dataset"]),
-        ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
-        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])
-                                 if measured_online else "not measured (no online scenario)"),
-        ("Triton server", f"{prov.get('triton', {}).get('version')} "
-                          f"({run['server']['kind']}, {served_by(prov)})"),
-        ("perf_analyzer", prov.get("perf_analyzer")),
-        ("perf_analyzer stability", _stability(run["perf"])),
-        ("Measured", prov["date"]),
-        ("Config hash", prov["config_hash"]),
-    ]
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
-    online_section = _online_section(run, files, rel)
     offline_table = read_perf(files["offline"])
-    native_report = json.loads(Path(native_json).read_text()) if native_json else {}
     facts = configuration_headline(offline, online or None, native or None, accuracy)
-    text = f"""# {title}
-
-{configuration_lines(facts, served_by(prov))}
-
-Built by the deploybench pipeline: export → conversion → conversion check → Triton model
-repository → accuracy on Triton → offline and online performance (perf_analyzer).
-
-## Configuration
-
-{_params_table(params)}
-
-## Conversion check (converted vs source model)
-
-{markdown_table(pd.read_csv(files["check"]))}
-
-## Accuracy on Triton
-
-{markdown_table(pd.read_csv(files["accuracy"]))}
-
-## Offline scenario
-
-Static batching, concurrency 1, perf_analyzer as the configuration says; the `Shared
-memory` column: system or none (in the requests), as the references; cuda, in GPU memory,
-which a torch runner takes without a host copy. `avg latency (ms)` is perf_analyzer's,
-`sum of components (ms)` the references' "avg latency".
-
-![Throughput vs batch]({rel["offline_throughput"]})
-![Latency vs batch]({rel["offline_latency"]})
-
-{unstable_note(offline_table, run["perf"])}{markdown_table(measured_columns(offline_table))}
-
-## Serving overhead: Triton vs native
-
-{_native_section(run, files, native_json)}
-
-## Triton's own cost: an identity model
-
-{_floor_section(run, floor)}
-
-{_cache_section(run, offline_report, online_report)}## Online scenario
-
-{online_section}
-
-{_rate(run, rate, rate_json, rate_latency, out)}{_noise(offline_report, online_report)}## Host load
-
-{_host_load(offline_report, online_report, native_report)}
-
-## Telemetry
-
-{_telemetry(files, offline_report, online_report, native_report)}
-
-## Provenance
-
-```json
-{json.dumps({"offline": prov, "online": online_report.get("provenance")}, indent=2)}
-```
-"""
+    text = PAGE.format(
+        title=f"{run['model']['title']}: {run['gpu']['description']}, "
+              f"{run['backend']['title']} with {run['precision'].upper()}",
+        headline=configuration_lines(facts, served_by(prov)),
+        params=_params(run, files, offline_report, online_report),
+        check=markdown_table(pd.read_csv(files["check"])),
+        accuracy=markdown_table(pd.read_csv(files["accuracy"])),
+        offline_throughput=rel["offline_throughput"], offline_latency=rel["offline_latency"],
+        offline=unstable_note(offline_table, run["perf"])
+        + markdown_table(measured_columns(offline_table)),
+        native=_native_section(run, files, native_json), floor=_floor_section(run, floor),
+        cache=_cache_section(run, offline_report, online_report),
+        online=_online_section(run, files, rel),
+        rate=_rate(run, rate, rate_json, rate_latency, out),
+        noise=_noise(offline_report, online_report),
+        host_load=_host_load(offline_report, online_report, native_report),
+        telemetry=_telemetry(files, offline_report, online_report, native_report),
+        provenance=json.dumps({"offline": prov, "online": online_report.get("provenance")},
+                              indent=2))
     with atomic.output(out) as tmp:
         tmp.write_text(text)
 
