@@ -2,7 +2,13 @@
 over 80 (a page of reading), in the package, the scripts and the tests alike."""
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_LINES = 500
@@ -31,3 +37,24 @@ def test_no_function_is_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = lines
     assert not long, long
+
+
+@pytest.mark.parametrize("module, planted", [
+    ("nvml.py", "from deploybench import telemetry"),  # up, inside a former layer
+    ("device.py", "from deploybench import host_load"),  # sideways, the same layer
+    ("served/__init__.py", "from deploybench import tables"),  # served code, the pipeline's
+])
+def test_the_import_contract_fails_on_a_planted_import(tmp_path, module, planted):
+    """CI's import contract (pyproject.toml, lint-imports) is broken by one planted import
+    that goes up, sideways within a layer, or from served code into the pipeline."""
+    package = tmp_path / "deploybench"
+    shutil.copytree(ROOT / "scripts/deploybench", package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    target = package / module
+    target.write_text(f"{planted}  # planted\n{target.read_text()}")
+    linted = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-logo", "--no-cache",
+         "--config", str(ROOT / "pyproject.toml")], capture_output=True, text=True,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert linted.returncode != 0 and "BROKEN" in linted.stdout, linted.stdout[-2000:]
+    assert planted.split()[-1] in linted.stdout
