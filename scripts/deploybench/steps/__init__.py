@@ -60,6 +60,18 @@ STEPS = {
 }
 
 
+# Named inputs a rule has only to re-run or order its step, which the step does not take
+# (besides every rule's `log`, which run() takes, and `code`, the plug-in's source digest)
+TRIGGERS = {
+    "weights": {"checkpoint"},  # the checkpoint's content stamp (input_digest)
+    "eval_set": {"data_digest"},
+    "sparse_export": {"data_digest"},
+    "floor": {"own_server"},  # empty: refused while planning on a remote server
+    "native": {"own_server"},
+    # compare.md reads the configuration's folder, these and their history beside them
+    "configuration_comparison": {"offline_json", "online_json", "native_json", "baseline"},
+}
+
 # The steps that start a server of their own where server.kind is not remote
 SERVING = {"accuracy", "offline", "online", "rate", "floor", "search_point"}
 
@@ -123,6 +135,12 @@ def run(smk) -> None:
              for group in (smk.input, smk.output, smk.log) for name, value in group.items()}
     named |= {name: value for name, value in smk.params.items() if name != "spec"}
     wanted = inspect.signature(step).parameters
+    unknown = set(named) - set(wanted) - TRIGGERS.get(smk.rule, set()) - {"log", "code"}
+    if unknown:  # a renamed parameter with a default would run without its file
+        raise TypeError(f"rule {smk.rule}: {', '.join(sorted(unknown))} named in the rule "
+                        f"but not taken by its step {STEPS[smk.rule]} (takes "
+                        f"{', '.join(wanted)}); rename one, or list a trigger-only input "
+                        "in deploybench.steps.TRIGGERS")
     kwargs = {name: value for name, value in named.items() if name in wanted}
     log = Path(smk.log.log)
     log.parent.mkdir(parents=True, exist_ok=True)
