@@ -9,7 +9,8 @@ from deploybench import baseline, built, input_digest, layout
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
-from deploybench.config import Settings, online_refusal, serves_online, step_spec
+from deploybench.config import Settings, step_spec
+from deploybench.run_facts import online_refusal, serves_online
 from deploybench.scenarios import (
     own_server,
     own_server_refusal,
@@ -212,7 +213,7 @@ def sparse_export(w):
 
 def if_online(name):
     """input: a configuration's online file `name` (online.csv, its plot ...) where the
-    configuration is measured online (config.serves_online), none (an empty list: the
+    configuration is measured online (run_facts.serves_online), none (an empty list: the
     step's argument) where it is not."""
 
     def inputs(w):

@@ -190,7 +190,7 @@ def check_measurements(run: Path, config: dict, online: bool = True,
     with what ran: every row obeys Little's law (check_littles_law), perf_analyzer really
     ran with each scenario's flags (from its log), the native rows are timings of at least
     ten iterations, and the floor costs the server less than the model. `online`: the
-    configuration has an online scenario (config.serves_online); `flattened`: its offline
+    configuration has an online scenario (run_facts.serves_online); `flattened`: its offline
     requests carry the batch inside their tensors (an ensemble: perf_analyzer at -b 1)."""
     perf = main_config()["perf"]
 
@@ -213,7 +213,7 @@ def _check_scenario(run: Path, settings: dict, scenario: str, perf: dict, batch_
     step's progress lines."""
     import pandas as pd
 
-    from deploybench.config import shared_memory_modes
+    from deploybench.run_facts import shared_memory_modes
     from deploybench.tables import COMPONENT_SUM, COMPONENTS
 
     table = pd.read_csv(run / f"{scenario}.csv")

@@ -319,7 +319,7 @@ def test_lookups_of_the_flattened_keys_equal_the_ids_lookups(tmp_path, engine):
 
 
 def test_online_is_refused_for_an_ensemble_with_the_reason(settings):
-    from deploybench.config import online_refusal, serves_online
+    from deploybench.run_facts import online_refusal, serves_online
 
     assert serves_online(settings.run("dlrm-tiny", "cpu", "onnx", "fp32"))
     for backend, gpu in (("hps-onnx", "cpu"), ("hps-trt", "h100"),

@@ -85,7 +85,7 @@ def check_configuration(work, run_dir: str, model: str, ensemble: bool = False) 
     assert set(offline["Concurrency"]) == {1}
     scenarios = ("offline",) if ensemble else ("offline", "online")
     tables = {s: pd.read_csv(run / f"{s}.csv") for s in scenarios}
-    if ensemble:  # no online scenario (config.serves_online): nothing of it is made
+    if ensemble:  # no online scenario (run_facts.serves_online): nothing of it is made
         assert not (run / "online.csv").exists()
         assert not (run / "plots/online_latency.png").exists()
     else:

@@ -28,6 +28,7 @@ from .backends import (
 )
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
+from .run_facts import shared_memory_modes
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -364,32 +365,6 @@ class Settings:
                             continue
                         keys.append((model, gpu, backend, precision))
         return keys
-
-
-def online_refusal(run: dict) -> str | None:
-    """Why a configuration has no online scenario, None where it has one. An ensemble
-    (hps-*) takes one request per batch, the batch inside its tensors (max_batch_size 0,
-    seed 003's interface): Triton's dynamic batcher cannot form batches of it, and the
-    seed publishes offline tables only."""
-    if not is_ensemble(run):
-        return None
-    key = run["key"]
-    return (f"no online scenario for backend '{key['backend']}' ({run['backend']['title']}) "
-            f"of model '{key['model']}': the ensemble takes one request per batch (the batch "
-            "inside its tensors EMB_KEY, EMB_N_KEY, as seed 003 serves it; max_batch_size 0), "
-            "so dynamic batching cannot apply; the seed publishes offline tables only")
-
-
-def serves_online(run: dict) -> bool:
-    """Whether a configuration is measured online (its online.csv, plot, report section):
-    the one test the rules, reports and comparisons ask."""
-    return online_refusal(run) is None
-
-
-def shared_memory_modes(offline: dict) -> list[str]:
-    """The offline scenario's shared-memory modes, in the order they are measured."""
-    modes = offline.get("shared_memory", "system")
-    return [modes] if isinstance(modes, str) else list(modes)
 
 
 def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:

@@ -4,8 +4,9 @@ that need a server the pipeline starts itself (not on server.kind remote)."""
 
 from __future__ import annotations
 
-from .config import SCHEMA_DIR, online_refusal
+from .config import SCHEMA_DIR
 from .config_files import load_yaml
+from .run_facts import online_refusal
 
 
 def rate_refusal(run: dict) -> str | None:

@@ -28,8 +28,9 @@ from collections.abc import Callable
 from functools import cache
 
 from .backends import BACKENDS
-from .config import ConfigError, Settings, deep_merge, shared_memory_modes, step_spec
+from .config import ConfigError, Settings, deep_merge, step_spec
 from .deployments import per_batch
+from .run_facts import shared_memory_modes
 
 # dimension (a `triton` setting) -> its letter in a point's name, in naming order
 DIMENSIONS = {"instances": "i", "max_queue_delay_us": "q", "preferred_batch_sizes": "p",

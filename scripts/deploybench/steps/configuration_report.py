@@ -10,8 +10,8 @@ import pandas as pd
 
 from .. import atomic, source_model, tail
 from ..backends import export_precision
-from ..config import online_refusal, serves_online
 from ..host_load import CONTENDED_SHARE
+from ..run_facts import online_refusal, serves_online
 from ..scenarios import own_server_refusal
 from ..tables import (
     SHARED_MEMORY,
@@ -231,7 +231,7 @@ def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, off
                          rate_json: Path | list = (), rate_latency: Path | list = ()) -> None:
     """One configuration's README: its settings, tables, plots and provenance (plots by
     relative links). The online files are empty lists for a configuration without an
-    online scenario (config.serves_online), native's and the floor's on a server the
+    online scenario (run_facts.serves_online), native's and the floor's on a server the
     pipeline does not start (server.kind remote)."""
     run = spec["run"]
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,

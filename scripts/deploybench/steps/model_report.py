@@ -133,7 +133,7 @@ def _configuration_row(readme: Path) -> dict:
     """A configuration's line of the model report's table."""
     folder = readme.parent
     offline = pd.read_csv(folder / "offline.csv")
-    # a configuration without an online scenario (config.serves_online) has no online.csv
+    # a configuration without an online scenario (run_facts.serves_online) has no online.csv
     online = (pd.read_csv(folder / "online.csv") if (folder / "online.csv").is_file()
               else pd.DataFrame({THROUGHPUT: []}))
     best = offline.loc[offline[THROUGHPUT].idxmax()]

@@ -21,10 +21,10 @@ import pandas as pd
 
 from .. import artifacts, atomic, deployments, serving, tail, telemetry
 from ..backends import export_precision
-from ..config import online_refusal
 from ..host_load import HostLoad
 from ..progress import Progress
 from ..repeats import median_run, spread
+from ..run_facts import online_refusal
 from ..tables import (
     SERVED_BY,
     SHARED_MEMORY,

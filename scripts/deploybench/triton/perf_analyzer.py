@@ -27,7 +27,7 @@ import pandas as pd
 import psutil
 
 from .. import deployments
-from ..config import shared_memory_modes
+from ..run_facts import shared_memory_modes
 from ..tables import (
     COMPONENT_SUM,
     COMPONENTS,

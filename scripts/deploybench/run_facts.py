@@ -1,0 +1,32 @@
+"""Facts of a resolved run (config.Settings.run) that rules, steps and reports ask alike:
+whether it is measured online, and in which shared-memory modes offline."""
+
+from __future__ import annotations
+
+from .backends import is_ensemble
+
+
+def online_refusal(run: dict) -> str | None:
+    """Why a configuration has no online scenario, None where it has one. An ensemble
+    (hps-*) takes one request per batch, the batch inside its tensors (max_batch_size 0,
+    seed 003's interface): Triton's dynamic batcher cannot form batches of it, and the
+    seed publishes offline tables only."""
+    if not is_ensemble(run):
+        return None
+    key = run["key"]
+    return (f"no online scenario for backend '{key['backend']}' ({run['backend']['title']}) "
+            f"of model '{key['model']}': the ensemble takes one request per batch (the batch "
+            "inside its tensors EMB_KEY, EMB_N_KEY, as seed 003 serves it; max_batch_size 0), "
+            "so dynamic batching cannot apply; the seed publishes offline tables only")
+
+
+def serves_online(run: dict) -> bool:
+    """Whether a configuration is measured online (its online.csv, plot, report section):
+    the one test the rules, reports and comparisons ask."""
+    return online_refusal(run) is None
+
+
+def shared_memory_modes(offline: dict) -> list[str]:
+    """The offline scenario's shared-memory modes, in the order they are measured."""
+    modes = offline.get("shared_memory", "system")
+    return [modes] if isinstance(modes, str) else list(modes)
