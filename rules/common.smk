@@ -17,7 +17,7 @@ from deploybench.scenarios import (
     rate_refusal,
     serves_rate,
 )
-from deploybench.device import DEVICE_STEPS, may_run_on_device
+from deploybench.measurement.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
 from deploybench.served import bundled_code

@@ -40,8 +40,9 @@ def test_no_function_is_over_80_lines():
 
 
 @pytest.mark.parametrize("module, planted", [
-    ("nvml.py", "from deploybench import telemetry"),  # up, inside a former layer
-    ("device.py", "from deploybench import host_load"),  # sideways, the same layer
+    ("tail.py", "from deploybench.measurement import telemetry"),  # up, inside a former layer
+    ("tables.py", "from deploybench import layout"),  # sideways, the same layer
+    ("measurement/nvml.py", "from deploybench.measurement import telemetry"),  # up, inside
     ("served/__init__.py", "from deploybench import tables"),  # served code, the pipeline's
 ])
 def test_the_import_contract_fails_on_a_planted_import(tmp_path, module, planted):

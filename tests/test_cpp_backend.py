@@ -341,7 +341,7 @@ def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
     assert triton_config.served_by(config) == cpp_backend.NAME
     inputs, _, _ = source_model.load_eval(run["model"],
                                           pipeline / f"results/{model}/source/eval.npz")
-    expected = artifacts.runner(folder / "converted" / run["artifact"], run)(inputs)
+    expected = artifacts.of(run).runner(folder / "converted" / run["artifact"], run)(inputs)
     with TritonServer(triton, folder / "model_repository", folder / "check.log", model) \
             as server:
         served = infer_all(server.grpc_url, run, inputs, run["model"]["accuracy"]["batch_size"])

@@ -184,7 +184,7 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
     else:
         artifact.write_bytes(b"stand-in plan")
     repo = tmp_path / "repo"
-    served = artifacts.repository(run, converted, repo,
+    served = artifacts.of(run).repository(run, converted, repo,
                                   SERVERS[server])
 
     configs = {p.parent.name: triton_config.read(p) for p in repo.glob("*/config.pbtxt")}
@@ -267,7 +267,7 @@ def test_the_offline_scenario_serves_a_static_copy_of_the_repository(settings, t
     dense_onnx(converted / "dense/model.onnx", run,
                ensemble_parts.read_metadata(converted / "sparse"))
     repo = tmp_path / "repo"
-    artifacts.repository(run, converted, repo, ["python"])
+    artifacts.of(run).repository(run, converted, repo, ["python"])
 
     copy = artifacts.scenario(repo, tmp_path / "offline", True, False)
     assert copy == tmp_path / "offline"

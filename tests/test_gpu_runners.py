@@ -15,9 +15,10 @@ import torch
 import yaml
 
 from conftest import ROOT
-from deploybench import nvml, runners, telemetry
-from deploybench.device import measured_device
-from deploybench.host_load import HostLoad
+from deploybench import runners
+from deploybench.measurement import nvml, telemetry
+from deploybench.measurement.device import measured_device
+from deploybench.measurement.host_load import HostLoad
 from deploybench.models import tft
 from deploybench.tables import ENERGY_PER_INFERENCE
 

@@ -1,5 +1,6 @@
-"""Host load beside a measurement (deploybench.host_load): CPU burnt by a process outside
-the measuring step's tree counts as contention, the step's own children do not."""
+"""Host load beside a measurement (deploybench.measurement.host_load): CPU burnt by a
+process outside the measuring step's tree counts as contention, the step's own children
+do not."""
 
 import os
 import resource
@@ -9,7 +10,7 @@ import time
 
 import pytest
 
-from deploybench.host_load import CONTENDED_SHARE, HostLoad, contended_cpu
+from deploybench.measurement.host_load import CONTENDED_SHARE, HostLoad, contended_cpu
 
 BURN = "import time; end = time.time() + {s}\nwhile time.time() < end: pass"
 
@@ -82,7 +83,7 @@ def test_the_steps_own_processes_are_not_contention():
 
 
 def test_repeats_keep_the_median_run_and_flag_a_wide_spread():
-    from deploybench.repeats import median_run, spread
+    from deploybench.measurement.repeats import median_run, spread
 
     runs = [{"Inferences/Second": v, "p99 latency (ms)": i} for i, v in
             enumerate([105.0, 95.0, 100.0, 130.0])]

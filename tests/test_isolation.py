@@ -1,5 +1,5 @@
 """A measurement's server against the host's other users and against its own step's
-death: the namespaces a serving step moves into (deploybench.isolation), the watchdog
+death: the namespaces a serving step moves into (deploybench.measurement.isolation), the watchdog
 that ends the server, its stub and perf_analyzer with the step, and the requests and
 settings changes a level records when it runs on the host's loopback."""
 
@@ -39,7 +39,7 @@ def _data(tmp_path: Path) -> Path:
 STEP = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from deploybench import isolation, locks
+    from deploybench.measurement import isolation, locks
     from deploybench.triton import install, perf_analyzer
     from deploybench.triton.server import TritonServer
     repo, work, isolate, requests = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -254,7 +254,7 @@ def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa:
 FULL_SHM = textwrap.dedent("""
     import json, subprocess, sys
     from pathlib import Path
-    from deploybench import isolation
+    from deploybench.measurement import isolation
     from deploybench.triton import install, perf_analyzer
     from deploybench.triton.server import TritonServer
     repo, work = Path(sys.argv[1]), Path(sys.argv[2])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import OTHER_USER
-from deploybench import locks
+from deploybench.measurement import locks
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from conftest import (
     planned_jobs,
     snakemake,
 )
-from deploybench.device import gpu_names
+from deploybench.measurement.device import gpu_names
 from deploybench.steps.markdown import markdown_table
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.tables import THROUGHPUT, measured_columns

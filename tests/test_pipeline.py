@@ -27,7 +27,7 @@ from conftest import (
     snakemake,
     tiny_models,
 )
-from deploybench import host_load, provenance
+from deploybench.measurement import host_load, provenance
 from deploybench.steps.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
 from deploybench.tables import PERF_COLUMNS as COLUMNS
@@ -324,7 +324,7 @@ def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):
     """Two snakemake processes started together, each with a measurement on the same
     device: the device lock makes the second wait for the first, and each result says
     when it held the device."""
-    from deploybench.locks import device_lock
+    from deploybench.measurement.locks import device_lock
 
     other = "results/tft-tiny/cpu/ts-trace_fp32"
     snakemake(built, f"{other}/accuracy.csv")

@@ -22,7 +22,8 @@ from conftest import (
     planned_jobs,
     snakemake,
 )
-from deploybench import layout, provenance
+from deploybench import layout
+from deploybench.measurement import provenance
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 

@@ -2,7 +2,7 @@
 
 import os
 
-from deploybench import progress
+from deploybench.measurement import progress
 
 
 def test_progress_says_how_many_how_long_and_about_how_long_is_left(monkeypatch, capsys):

@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from deploybench import provenance
-from deploybench.provenance import code_digest, commits_with_code, git_revision
+from deploybench.measurement import provenance
+from deploybench.measurement.provenance import code_digest, commits_with_code, git_revision
 
 
 def git(root, *args):
@@ -49,8 +49,9 @@ def test_a_dirty_copy_names_the_commit_that_holds_its_code(tmp_path):
 
 def test_a_copy_without_git_records_the_digest_of_its_commit(tmp_path):
     """A lent GPU machine's copy has no .git: the digest of its code, from the files alone,
-    is its commit's, which `python -m deploybench.provenance DIGEST` names; what git ignores
-    there (bytecode, an egg-info, a step's partial output) is skipped as git skips it."""
+    is its commit's, which `python -m deploybench.measurement.provenance DIGEST` names;
+    what git ignores there (bytecode, an egg-info, a step's partial output) is skipped as
+    git skips it."""
     root = provenance.PROJECT
     head = git(root, "rev-parse", "HEAD")
     archive = subprocess.run(["git", "-C", str(root), "archive", head, "--",
@@ -62,7 +63,8 @@ def test_a_copy_without_git_records_the_digest_of_its_commit(tmp_path):
         (tmp_path / junk).write_text("not code\n")
     revision = git_revision(tmp_path)
     assert revision == {"commit": None, "dirty": None, "code": code_digest(root, head)}
-    named = subprocess.run([sys.executable, "-m", "deploybench.provenance", revision["code"]],
+    named = subprocess.run([sys.executable, "-m", "deploybench.measurement.provenance",
+                            revision["code"]],
                            capture_output=True, text=True, check=True, cwd=root).stdout
     assert head in named.split(), named
     (tmp_path / "scripts/deploybench/provenance.py").write_text("changed = True\n")

@@ -1,4 +1,4 @@
-"""Telemetry beside a measurement (deploybench.telemetry): the CPU and memory of a real
+"""Telemetry beside a measurement (deploybench.measurement.telemetry): the CPU and memory of a real
 process tree, NVML's absence recorded instead of failing, and the columns a row gets.
 The GPU readings themselves are tested on a GPU (tests/test_gpu_runners.py)."""
 
@@ -13,8 +13,9 @@ import pandas as pd
 import psutil
 import pytest
 
-from deploybench import telemetry
-from deploybench.host_load import HostLoad
+from deploybench.measurement import telemetry
+from deploybench.measurement.host_load import HostLoad
+from deploybench.measurement.telemetry import Telemetry
 from deploybench.tables import (
     ENERGY_PER_INFERENCE,
     GPU_TELEMETRY,
@@ -25,7 +26,6 @@ from deploybench.tables import (
     THROUGHPUT,
     measured_columns,
 )
-from deploybench.telemetry import Telemetry
 
 # A server-like tree: a parent that waits on a child doing the work (or sleeping)
 TREE = ("import subprocess, sys; subprocess.run([sys.executable, '-c', {work!r}])")

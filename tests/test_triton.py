@@ -16,7 +16,7 @@ import psutil
 import pytest
 import torch
 
-from deploybench import locks
+from deploybench.measurement import locks
 from deploybench.triton import config as triton_config
 from deploybench.triton import install, repository
 from deploybench.triton.client import infer_all

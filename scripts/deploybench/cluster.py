@@ -14,7 +14,7 @@ unset.
 
 from __future__ import annotations
 
-from .device import runs_on_device
+from .measurement.device import runs_on_device
 
 RESOURCES = ("mem_mb", "runtime", "cpus_per_task", "slurm_partition", "constraint",
              "gpu", "gpu_model", "gpu_manufacturer", "machine_type")

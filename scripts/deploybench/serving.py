@@ -12,7 +12,8 @@ from pathlib import Path
 
 import tritonclient.http as httpclient
 
-from . import artifacts, atomic, device, isolation, layout, locks, provenance
+from . import artifacts, atomic, layout
+from .measurement import device, isolation, locks, provenance
 from .triton import config as triton_config
 from .triton import install
 from .triton.perf_analyzer import FOREIGN
@@ -92,10 +93,10 @@ def remote_served(run: dict, config_pbtxt: Path, server_log: Path):
 
 
 def interference(server, runs: list[dict], load: dict) -> dict:
-    """A level's host load (deploybench.host_load) with what reached its server besides
+    """A level's host load (deploybench.measurement.host_load) with what reached its server besides
     the measurement: requests perf_analyzer did not send, changes to the server's log or
     trace settings. Either flags the level as contention does. (A server in a network
-    namespace of its own, deploybench.isolation, can be reached by no one else.)"""
+    namespace of its own, deploybench.measurement.isolation, can be reached by no one else.)"""
     counted = [r[FOREIGN] for r in runs if r.get(FOREIGN) is not None]
     changed = server.settings_changed() if hasattr(server, "settings_changed") else {}
     foreign = max(counted) if counted else None

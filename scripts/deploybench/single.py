@@ -1,13 +1,16 @@
 """One model of a run (a whole model, or an ensemble's dense part): its conversion for the
-run's runner and precision, and that runner in-process."""
+run's runner and precision, that runner in-process, and as artifacts.of(run) serves a
+single model (deploybench.ensemble.model has the same functions): its deployments in a
+model repository, its requests as perf_analyzer and the clients send them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import deployments, runners
+from . import atomic, deployments, runners
 from .backends import CASTING_RUNNERS, EXPORT_PRECISION, export_precision
 from .files import copy_artifact
+from .triton import repository as triton_repository
 
 
 def device_id(gpu: dict) -> int | None:
@@ -42,16 +45,44 @@ def options(run: dict) -> runners.Options:
     )
 
 
-def convert(run: dict, exported: Path, out: Path) -> None:
-    """`out`: the exported model converted for the run's runner and precision (the export
-    itself where the runner serves it as it is: an FP16 export where the conversion would
-    only cast an FP32 one to FP16)."""
+def convert(run: dict, exported: Path, out: Path, sparse: Path | None = None) -> None:
+    """`out` (written whole or not at all): the exported model converted for the run's
+    runner and precision (the export itself where the runner serves it as it is: an FP16
+    export where the conversion would only cast an FP32 one to FP16). A single model has
+    no `sparse` part."""
     runner = run["backend"]["runner"]
     # an FP16 export serves only FP16 runs (config.Settings.export_precision): no second cast
     as_exported = export_precision(run) != EXPORT_PRECISION and runner in CASTING_RUNNERS
-    if as_exported or not runners.convert(runner, exported, out, options(run)):
-        copy_artifact(exported, out)
+    with atomic.output(out) as tmp:
+        if as_exported or not runners.convert(runner, exported, tmp, options(run)):
+            copy_artifact(exported, tmp)
 
 
 def runner(artifact: Path, run: dict) -> runners.Runner:
     return runners.load(run["backend"]["runner"], artifact, options(run))
+
+
+def repository(run: dict, converted: Path, out: Path, available: list[str]) -> str:
+    """The model's deployments in the repository `out`; returns who serves it."""
+    return triton_repository.create(run, converted, out, available)
+
+
+def request_encoder(run: dict, config_pbtxt: Path) -> None:
+    """None: a client sends the samples as they are."""
+    return None
+
+
+def request_shapes(run: dict, batch: int) -> dict[str, list[int]]:
+    """None to give: perf_analyzer's -b is the batch."""
+    return {}
+
+
+def request_data(run: dict, config_pbtxt: Path, perf_data: Path, data_dir: Path | None,
+                 work: Path) -> tuple[dict, dict]:
+    """Nothing beside the perf data, one entry per sample, which -b batches."""
+    return {}, {}
+
+
+def cache_warmup(run: dict, data_dir: Path | None):
+    """No cache to warm: (None, nothing)."""
+    return None, iter(())

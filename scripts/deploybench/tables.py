@@ -59,7 +59,7 @@ DEVICE_THROUGHPUT = f"device-resident {THROUGHPUT}"
 NATIVE_COLUMNS = ["Batch", THROUGHPUT, "median latency (ms)", "iterations",
                   DEVICE_THROUGHPUT, "device-resident median latency (ms)"]
 
-# Telemetry (deploybench.telemetry) over the time a row of offline.csv, online.csv,
+# Telemetry (deploybench.measurement.telemetry) over the time a row of offline.csv, online.csv,
 # floor.csv or native.csv was measured, after the row's own columns: CPU (% of one core)
 # and resident memory of the process tree that served it (the server and its python-backend
 # stubs; the step itself for native), and where a GPU was measured what it did. Energy per

@@ -19,7 +19,7 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import isolation, progress
+from ..measurement import isolation, progress
 
 # rule -> module:function. A rule that differs from another only by a folder output
 # (Snakemake's directory()) runs the same step.
@@ -78,7 +78,7 @@ SERVING = {"accuracy", "offline", "online", "rate", "floor", "search_point"}
 
 def _isolated(rule: str, spec: dict) -> bool:
     """Whether the step's server, stubs and perf_analyzer run in namespaces of their own
-    (deploybench.isolation): a server this process starts (not a remote one, nor one a
+    (deploybench.measurement.isolation): a server this process starts (not a remote one, nor one a
     docker daemon starts, whose ports are the host's)."""
     server = spec.get("server", {})
     return rule in SERVING and server.get("kind") != "remote" and not (

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, atomic, deployments, plugins, serving, source_model
+from ..measurement.telemetry import Telemetry
 from ..tables import ACCURACY_COLUMNS
-from ..telemetry import Telemetry
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.client import infer_all
@@ -31,7 +31,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
         outputs = infer_all(server.grpc_url, spec, inputs, batch,
                             triton_config.served_inputs(config_pbtxt),
                             server.served_name(deployment.name),
-                            artifacts.request_encoder(spec, config_pbtxt), server.version)
+                            artifacts.of(spec).request_encoder(spec, config_pbtxt), server.version)
         cache = serving.cache_report(server)
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, baseline, host_load, layout
-from ..host_load import CONTENDED_SHARE
+from .. import atomic, baseline, layout
+from ..measurement import host_load
+from ..measurement.host_load import CONTENDED_SHARE
 from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
 from .configuration_report import PERF_ANALYZER_STABILITY
 from .markdown import markdown_table

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import atomic, source_model, tail
 from ..backends import export_precision
-from ..host_load import CONTENDED_SHARE
+from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
 from ..scenarios import own_server_refusal
 from ..tables import (
@@ -325,8 +325,8 @@ def _noise(offline: dict, online: dict) -> str:
 
 
 def _host_load(offline: dict, online: dict, native: dict) -> str:
-    """What else used the host's CPUs while each level was measured (deploybench.host_load),
-    and the levels measured under contention."""
+    """What else used the host's CPUs while each level was measured
+    (deploybench.measurement.host_load), and the levels measured under contention."""
     rows = [{"Scenario": scenario, **row} for scenario, report in
             (("offline", offline), ("online", online)) for row in report.get("host_load", [])]
     if "host_load" in native:

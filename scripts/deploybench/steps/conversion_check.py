@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, device, source_model
+from .. import artifacts, atomic, source_model
+from ..measurement import device
 from ..tables import CHECK_COLUMNS
 from ..tensors import batched, check_arrays
 
@@ -34,7 +35,7 @@ def conversion_check(spec: dict, converted: Path, eval_set: Path, out: Path) -> 
     model = spec["model"]
     device.check(spec["gpu"], spec["allow_gpu_mismatch"])
     inputs, reference, _ = source_model.load_eval(model, eval_set)
-    infer = artifacts.runner(converted, spec)
+    infer = artifacts.of(spec).runner(converted, spec)
     outputs = batched(infer, inputs, model["conversion"]["batch_size"])
     # what the serving code gives, checked against what the model config declares
     check_arrays(model["outputs"], outputs, "the converted model's outputs")

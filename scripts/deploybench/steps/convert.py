@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import artifacts, device
+from .. import artifacts
+from ..measurement import device
 
 
 def convert(spec: dict, exported: Path, out: Path, sparse: Path | None = None) -> None:
@@ -12,4 +13,4 @@ def convert(spec: dict, exported: Path, out: Path, sparse: Path | None = None) -
     dense export converted beside the sparse storage exported in `sparse`."""
     if device.runs_on_device(spec, "convert"):
         device.check(spec["gpu"], spec["allow_gpu_mismatch"])
-    artifacts.convert(spec, exported, out, sparse)
+    artifacts.of(spec).convert(spec, exported, out, sparse)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import host_load, provenance
+from ..measurement import host_load, provenance
 from ..tables import SHARED_MEMORY, THROUGHPUT, read_perf
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
 

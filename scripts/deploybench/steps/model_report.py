@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, layout, provenance
+from .. import atomic, layout
 from .. import search as configuration_search
 from ..backends import export_precision
 from ..cluster import CPU_KEY
+from ..measurement import provenance
 from ..tables import SHARED_MEMORY, THROUGHPUT, published_gpus, reference_rows
 from .headline import configuration_headline, model_lines
 from .markdown import markdown_table

@@ -13,7 +13,7 @@ from ..triton import repository as triton_repository
 def model_repository(spec: dict, converted: Path, conversion_check: Path, out: Path) -> None:
     require_passed(conversion_check)
     server = install.for_server(spec["server"])
-    served = artifacts.repository(spec, converted, out, server.backends)
+    served = artifacts.of(spec).repository(spec, converted, out, server.backends)
     print(f"served by Triton's {served} backend")
     if served != cpp_backend.NAME and triton_repository.cpp_serves(spec):
         why = (server.cpp_backend if cpp_backend.NAME not in server.backends

@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, device, locks, provenance, serving, source_model, telemetry
-from ..host_load import HostLoad
+from .. import artifacts, atomic, serving, source_model
+from ..measurement import device, locks, provenance, telemetry
+from ..measurement.host_load import HostLoad
 from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
 
@@ -56,7 +57,7 @@ def _measure(spec: dict, converted: Path, eval_set: Path, min_seconds: float,
              measured: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     model = spec["model"]
     inputs, _, _ = source_model.load_eval(model, eval_set)
-    infer = artifacts.runner(converted, spec)
+    infer = artifacts.of(spec).runner(converted, spec)
     on_device = hasattr(infer, "run_tensors") and getattr(infer, "device", None) is not None \
         and infer.device.type == "cuda"
     rows, first_calls, usage = [], {}, []

@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, deployments, serving, tail, telemetry
+from .. import artifacts, atomic, deployments, serving, tail
 from ..backends import export_precision
-from ..host_load import HostLoad
-from ..progress import Progress
-from ..repeats import median_run, spread
+from ..measurement import telemetry
+from ..measurement.host_load import HostLoad
+from ..measurement.progress import Progress
+from ..measurement.repeats import median_run, spread
 from ..run_facts import online_refusal
 from ..tables import (
     SERVED_BY,
@@ -116,27 +117,28 @@ def _requests(spec: dict, repository: Path, sweep: list, perf_data: Path,
     """The rows of a model that takes the batch inside its tensors (an ensemble) with
     their request's shapes and data (a file per batch), and where its samples came from
     (for the JSON); the sweep as it is otherwise."""
-    files, source = artifacts.request_data(
+    built = artifacts.of(spec)
+    files, source = built.request_data(
         spec, triton_repository.config_path(repository, sweep[0].model), perf_data,
         data_dir, work)
     if not files:
         return sweep, {}
     rows = [row._replace(shapes=tuple((k, tuple(v)) for k, v in
-                                      artifacts.request_shapes(spec, row.batch).items()),
+                                      built.request_shapes(spec, row.batch).items()),
                          data=str(files[row.batch])) for row in sweep]
     return rows, {"request_samples": source}
 
 
 def _cache_warmup(spec: dict, server, config_pbtxt: Path, data_dir: Path | None,
                   name: str) -> dict:
-    """An ensemble's cache warm-up before it is measured (artifacts.cache_warmup), its
+    """An ensemble's cache warm-up before it is measured (artifacts.of(run).cache_warmup), its
     outputs discarded; what it sent, for the JSON (empty: none)."""
-    described, batches = artifacts.cache_warmup(spec, data_dir)
+    described, batches = artifacts.of(spec).cache_warmup(spec, data_dir)
     if not described:
         return {}
     start = time.perf_counter()
     send_all(server.grpc_url, spec, batches, triton_config.served_inputs(config_pbtxt),
-             server.served_name(name), artifacts.request_encoder(spec, config_pbtxt),
+             server.served_name(name), artifacts.of(spec).request_encoder(spec, config_pbtxt),
              server.version)
     seconds = round(time.perf_counter() - start, 3)
     print(f"cache warm-up: {described['samples']} training samples in "
@@ -286,7 +288,7 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
         names = triton_config.served_inputs(config_pbtxt)
         data_json = _served_data(perf_data, names, work)
         # a batch inside the tensors (ensemble): its samples made into the request
-        encode = artifacts.request_encoder(spec, config_pbtxt) if sweep[0].shapes else None
+        encode = artifacts.of(spec).request_encoder(spec, config_pbtxt) if sweep[0].shapes else None
         inputs = _warmup_inputs(perf_data if encode else data_json, spec)
         models_of = {}  # batch -> the models measured at it (the floor's: one a backend)
         for row in sweep:

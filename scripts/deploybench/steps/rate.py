@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import deployments, serving, tail, telemetry
-from ..host_load import HostLoad
-from ..progress import Progress
+from .. import deployments, serving, tail
+from ..measurement import telemetry
+from ..measurement.host_load import HostLoad
+from ..measurement.progress import Progress
 from ..scenarios import rate_refusal
 from ..tables import (
     EVERY,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import host_load, provenance
+from ..measurement import host_load, provenance
 from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
 from .markdown import markdown_table
 

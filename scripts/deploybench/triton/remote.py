@@ -28,7 +28,7 @@ class RemoteServer:
 
     keep_fds: tuple = ()  # no descriptor of ours to pass to perf_analyzer
     flags: tuple = ()  # no server flags: it is not ours to start
-    pids: list = []  # no process here to sample (deploybench.telemetry)
+    pids: list = []  # no process here to sample (deploybench.measurement.telemetry)
 
     def __init__(self, settings: dict, install: Install, model_key: str):
         self.http_url, self.grpc_url = settings["http_url"], settings["grpc_url"]

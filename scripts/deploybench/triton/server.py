@@ -7,7 +7,7 @@ happens at start, from the pipeline's own files, and no client can load a model 
 the API afterwards), and stops the server on exit, also when the body raises.
 
 A measuring step runs it in network and mount namespaces of its own where the host
-allows (deploybench.isolation): then no other local user can reach it at all. Else, what
+allows (deploybench.measurement.isolation): then no other local user can reach it at all. Else, what
 other local users can and cannot do with it: the model-repository, trace and
 logging APIs answer only requests that carry the run's key (`admin_headers`); inference,
 metadata, model config, statistics and shared memory stay open (perf_analyzer needs them
@@ -227,7 +227,7 @@ class TritonServer:
 
     @property
     def pids(self) -> list[int | None]:
-        """The process trees that serve (deploybench.telemetry samples them)."""
+        """The process trees that serve (deploybench.measurement.telemetry samples them)."""
         return [self.pid]
 
     # The model version every request names (the pipeline's repositories hold version 1)

@@ -15,7 +15,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from . import atomic, layout
+from .. import atomic, layout
 from .device import measured_device, query_gpus
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -153,7 +153,7 @@ def commits_with_code(digest: str, root: Path = PROJECT) -> list[str]:
 def git_revision(root: Path = PROJECT) -> dict | None:
     """The project's commit, whether its tracked files differ from it, and the digest of
     its code as it is (`code_digest`; a dirty copy's code is then the commit
-    `python -m deploybench.provenance DIGEST` names, where the copy's history is older
+    `python -m deploybench.measurement.provenance DIGEST` names, where the copy's history is older
     than its files, as on a lent machine). Outside a checkout (a copy without .git) only
     the digest, from the files."""
     commit = _git(root, "rev-parse", "HEAD")
@@ -231,7 +231,8 @@ def collect(run: dict, server_metadata: dict | None = None, device_check: dict |
     return info
 
 
-if __name__ == "__main__":  # python -m deploybench.provenance DIGEST: the commits of that code
+# python -m deploybench.measurement.provenance DIGEST: the commits of that code
+if __name__ == "__main__":
     import sys
 
     print("\n".join(commits_with_code(sys.argv[1])) or f"no commit has code {sys.argv[1]}")

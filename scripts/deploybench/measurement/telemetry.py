@@ -22,8 +22,7 @@ import time
 import pandas as pd
 import psutil
 
-from . import nvml
-from .tables import (
+from ..tables import (
     CPU_MAX,
     CPU_MEAN,
     ENERGY_PER_INFERENCE,
@@ -40,6 +39,7 @@ from .tables import (
     THROTTLE_REASONS,
     THROUGHPUT,
 )
+from . import nvml
 
 INTERVAL_S = 0.1  # NVML readings
 CPU_WINDOW_S = 0.5  # the process tree's CPU %: one figure per window

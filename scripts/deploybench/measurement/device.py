@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from .backends import BACKENDS, is_ensemble
+from ..backends import BACKENDS, is_ensemble
 
 
 class DeviceMismatch(RuntimeError):
