@@ -28,12 +28,6 @@ EXPORT_PRECISION = "fp32"
 # step (aoti, torch-compile), a TensorFlow model's FP16 is TF's auto mixed precision or
 # TensorRT's, an ensemble's dense part is built from FP32 lookups.
 FP16_EXPORTS = ("onnx", "ts-trace", "ts-script")
-# Runners whose conversion of an FP32 export is the cast to FP16 and nothing else: they
-# serve an FP16 export as it is. TensorRT builds its plan from either (at the run's
-# precision); ONNX Runtime's TensorRT provider applies FP16 at load.
-CASTING_RUNNERS = ("onnxruntime", "torch", "torch-cudagraph")
-
-
 def is_ensemble(run: dict) -> bool:
     """Whether a run's backend is a sparse/dense ensemble (hps-*: its `dense` part)."""
     return bool(run["backend"].get("dense"))

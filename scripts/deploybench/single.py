@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import atomic, deployments, runners
-from .backends import CASTING_RUNNERS, EXPORT_PRECISION, export_precision
+from .backends import EXPORT_PRECISION, export_precision
 from .files import copy_artifact
 from .triton import repository as triton_repository
 
@@ -52,7 +52,8 @@ def convert(run: dict, exported: Path, out: Path, sparse: Path | None = None) ->
     no `sparse` part."""
     runner = run["backend"]["runner"]
     # an FP16 export serves only FP16 runs (config.Settings.export_precision): no second cast
-    as_exported = export_precision(run) != EXPORT_PRECISION and runner in CASTING_RUNNERS
+    as_exported = (export_precision(run) != EXPORT_PRECISION
+                   and runners.RUNNERS[runner].casts_only)
     with atomic.output(out) as tmp:
         if as_exported or not runners.convert(runner, exported, tmp, options(run)):
             copy_artifact(exported, tmp)

@@ -8,6 +8,7 @@ import subprocess
 from functools import lru_cache
 
 from ..backends import BACKENDS, is_ensemble
+from ..runners import RUNNERS
 
 
 class DeviceMismatch(RuntimeError):
@@ -29,7 +30,7 @@ def runs_on_device(run: dict, step: str) -> bool:
     if step == "convert":
         runner = (BACKENDS[run["backend"]["dense"]].runner  # an ensemble converts its dense part
                   if is_ensemble(run) else run["backend"]["runner"])
-        return runner == "tensorrt" or run["precision"] != "fp32"
+        return RUNNERS[runner].builds_on_device or run["precision"] != "fp32"
     return step in DEVICE_STEPS
 
 

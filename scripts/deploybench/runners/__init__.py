@@ -15,35 +15,53 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import NamedTuple
 
 from .base import Options, Runner, RunnerUnavailable
 
-__all__ = ["DEVICE_TENSORS", "MODULES", "Options", "Runner", "RunnerUnavailable", "convert", "load"]
+__all__ = ["RUNNERS", "Facts", "Options", "Runner", "RunnerUnavailable", "convert", "load"]
 
-# Runner name (deploybench.backends.Backend.runner) -> the module that implements it.
-MODULES = {
-    "onnxruntime": "onnxruntime",
-    "onnxruntime-trt": "onnxruntime",
-    "torch": "torchscript",
-    "torch-cudagraph": "cudagraph",
-    "tensorflow": "tensorflow",
-    "tensorflow-trt": "tensorflow",
-    "tensorrt": "tensorrt",
-    "aoti": "aoti",
-    "aoti-cudagraph": "aoti",
-    "torch-compile": "torchcompile",
-    "identity": "identity",  # zeros at no cost: the floor of serving (runners.identity)
+
+class Facts(NamedTuple):
+    """What the pipeline needs to know of a runner besides its module's code."""
+
+    module: str  # the module of this package that implements it
+    # it also takes and gives tensors in GPU memory (`run_tensors`): the served model hands
+    # it CUDA shared memory inputs as they arrive
+    device_tensors: bool = False
+    # its conversion of an FP32 export is the cast to FP16 and nothing else: it serves an
+    # FP16 export as it is
+    casts_only: bool = False
+    # its conversion builds an engine on the device (the step runs on the keyed GPU)
+    builds_on_device: bool = False
+    # the pipeline's C++ backend (triton_backend/) serves it too, libtorch in the server
+    in_cpp_backend: bool = False
+
+
+# Runner name (deploybench.backends.Backend.runner) -> its facts, the one table of them.
+# TensorRT builds its plan from either precision's export; ONNX Runtime's TensorRT
+# provider applies FP16 at load.
+RUNNERS = {
+    "onnxruntime": Facts("onnxruntime", casts_only=True),
+    "onnxruntime-trt": Facts("onnxruntime"),
+    "torch": Facts("torchscript", device_tensors=True, casts_only=True, in_cpp_backend=True),
+    "torch-cudagraph": Facts("cudagraph", device_tensors=True, casts_only=True,
+                             in_cpp_backend=True),
+    "tensorflow": Facts("tensorflow"),
+    "tensorflow-trt": Facts("tensorflow"),
+    "tensorrt": Facts("tensorrt", builds_on_device=True),
+    "aoti": Facts("aoti", device_tensors=True, in_cpp_backend=True),
+    "aoti-cudagraph": Facts("aoti", device_tensors=True, in_cpp_backend=True),
+    "torch-compile": Facts("torchcompile", device_tensors=True),
+    # zeros at no cost: the floor of serving
+    "identity": Facts("identity", device_tensors=True, in_cpp_backend=True),
 }
-# Runners that also take and give tensors in GPU memory (`run_tensors`): the served model
-# hands them CUDA shared memory inputs as they arrive.
-DEVICE_TENSORS = ("torch", "torch-cudagraph", "aoti", "aoti-cudagraph", "torch-compile",
-                  "identity")
 
 
 def _module(name: str):
-    if name not in MODULES:
-        raise ValueError(f"unknown runner '{name}'; valid: {', '.join(sorted(MODULES))}")
-    return importlib.import_module(f".{MODULES[name]}", __name__)
+    if name not in RUNNERS:
+        raise ValueError(f"unknown runner '{name}'; valid: {', '.join(sorted(RUNNERS))}")
+    return importlib.import_module(f".{RUNNERS[name].module}", __name__)
 
 
 def load(name: str, artifact: Path, options: Options) -> Runner:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 SERVED = Path(__file__).resolve().parent
-RUNNERS = SERVED.parent / "runners"
+RUNNERS_DIR = SERVED.parent / "runners"
 RUNNERS_BUNDLE = "deploybench_runners"  # the name the served files import it by
 
 
 def bundled_code() -> list[Path]:
     """Every file a model repository may bundle: a change to one re-runs the repositories
     and what was measured on them."""
-    return sorted([*SERVED.glob("*_model.py"), *RUNNERS.glob("*.py")])
+    return sorted([*SERVED.glob("*_model.py"), *RUNNERS_DIR.glob("*.py")])

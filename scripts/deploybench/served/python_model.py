@@ -1,7 +1,7 @@
 """Triton python-backend model that serves a converted artifact with its runner.
 
 What it serves comes from the `parameters` of config.pbtxt: `artifact` (a file or folder
-in the version folder), `runner` (a name of deploybench.runners.MODULES), `precision`
+in the version folder), `runner` (a name of deploybench.runners.RUNNERS), `precision`
 (fp32 | fp16) and `compile_mode` (torch-compile). The requests of one execute() call
 (dynamic batching) are concatenated, run as one batch and split back.
 

@@ -18,7 +18,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from .. import deployments
 from ..deployments import Deployment
-from ..runners import DEVICE_TENSORS, Options
+from ..runners import RUNNERS, Options
 from ..runners.cudagraph import buckets
 from .cpp_backend import NAME as CPP_BACKEND
 
@@ -106,7 +106,7 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
         if runner == "torch-compile":
             params["compile_mode"] = model.get("compile_mode", "default")
         if triton_backend == "python" and run["gpu"]["kind"] == "gpu" \
-                and runner in DEVICE_TENSORS:
+                and RUNNERS[runner].device_tensors:
             # inputs stay where the client put them: in GPU memory with CUDA shared memory
             params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():

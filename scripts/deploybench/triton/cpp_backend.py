@@ -26,11 +26,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from .. import runners
+
 NAME = "deploybench"  # the backend configs name: backend: "deploybench"
 LIBRARY = f"libtriton_{NAME}.so"
 SOURCES = Path(__file__).resolve().parents[3] / "triton_backend"
-# The runners it serves (deploybench.runners' names), as the python backend would.
-RUNNERS = ("torch", "torch-cudagraph", "aoti", "aoti-cudagraph", "identity")
+# The runners it serves, as the python backend would (deploybench.runners.RUNNERS says)
+RUNNERS = tuple(name for name, facts in runners.RUNNERS.items() if facts.in_cpp_backend)
 
 
 class Unavailable(RuntimeError):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import deployments
 from ..files import copy_artifact, link_artifact
-from ..served import RUNNERS, RUNNERS_BUNDLE, SERVED
+from ..served import RUNNERS_BUNDLE, RUNNERS_DIR, SERVED
 from . import config as triton_config
 from . import cpp_backend, signature
 
@@ -38,7 +38,7 @@ def add_python_model(version_dir: Path, served_file: str) -> None:
     """`served/<served_file>` as the version folder's model.py, with the runners beside it."""
     version_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(SERVED / served_file, version_dir / "model.py")
-    shutil.copytree(RUNNERS, version_dir / RUNNERS_BUNDLE,
+    shutil.copytree(RUNNERS_DIR, version_dir / RUNNERS_BUNDLE,
                     ignore=shutil.ignore_patterns("__pycache__"))
 
 
