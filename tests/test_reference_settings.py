@@ -69,8 +69,9 @@ def _perf_commands(run: dict, scenario: str, monkeypatch) -> tuple[list[str], li
     log = Log()
     server = type("S", (_Server,), {"env": None, "keep_fds": (),
                                    "ensure_alive": lambda self: None})()
-    monkeypatch.setattr(perf_analyzer.subprocess, "run",
-                        lambda cmd, **_: subprocess.CompletedProcess(cmd, 0, "", ""))
+    monkeypatch.setattr(perf_analyzer, "run_client",
+                        lambda server, cmd, timeout_s=None: subprocess.CompletedProcess(
+                            cmd, 0, "", ""))
     perf_analyzer.warm_up(run, scenario, server, sweep, Path("d.json"), Path("w"), log)
     mark = "[warm-up, discarded] $ "
     return row, [line[len(mark):].split() for line in log if line.startswith(mark)]
