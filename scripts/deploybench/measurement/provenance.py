@@ -18,7 +18,7 @@ from pathlib import Path
 from .. import atomic, layout
 from .device import measured_device, query_gpus
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 # nvidia-smi's fields for each GPU (keys of the provenance's "gpus" entries)
 GPU_FIELDS = {"name": "name", "uuid": "uuid", "driver": "driver_version",
               "memory": "memory.total", "power_limit": "power.limit",
