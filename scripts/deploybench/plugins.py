@@ -140,3 +140,29 @@ def load_keras_weights(model, checkpoint: str | None, what: str) -> None:
     except Exception as err:  # wrong suffix, not HDF5, or other shapes: one message
         raise ValueError(f"{what} checkpoint '{path}' is not a Keras weights file "
                          f"(*.weights.h5) of this configuration: {err}") from err
+
+
+def seeded_keras(build, hparams: dict, seed: int, example: list, checkpoint: str | None,
+                 what: str):
+    """A Keras model `build(hparams, seed)` with seeded initial weights (same seed: same
+    weights), created by a first call on `example` inputs, then those of the Keras weights
+    file `checkpoint` where one is named (load_keras_weights)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    model = build(hparams, seed)
+    model(example)
+    load_keras_weights(model, checkpoint, what)
+    return model
+
+
+def categorical_dtype(cardinality: int):
+    """DLE's get_categorical_feature_type: the ids of a feature of `cardinality` values
+    as int8, int16 or int32, the smallest that holds them (a recommender's data)."""
+    import numpy as np
+
+    for dtype in (np.int8, np.int16, np.int32):
+        if cardinality < np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    raise ValueError(f"categorical cardinality {cardinality} is too big for int32")
+

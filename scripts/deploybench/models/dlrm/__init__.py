@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...plugins import load_keras_weights
+from ...plugins import seeded_keras
 from . import data
 
 FRAMEWORK = "tensorflow"
@@ -26,17 +26,12 @@ FRAMEWORK = "tensorflow"
 def build_model(hparams: dict, checkpoint: str | None, seed: int):
     """The Keras model with seeded initial weights (same seed: same weights), or the
     weights of a Keras weights file (`model.save_weights`, `*.weights.h5`)."""
-    import keras
+    from .net import build, table_sizes
 
-    from .net import build
-
-    keras.utils.set_random_seed(seed)
-    model = build(hparams, seed)
-    n_num = int(hparams["num_numerical_features"])
-    n_cat = len(model.sparse.table_sizes)
-    model([np.zeros((1, n_num), np.float32), np.zeros((1, n_cat), data.ID_DTYPE)])  # build
-    load_keras_weights(model, checkpoint, f"DLRM ({hparams.get('architecture', 'dlrm')})")
-    return model
+    example = [np.zeros((1, int(hparams["num_numerical_features"])), np.float32),
+               np.zeros((1, len(table_sizes(hparams))), data.ID_DTYPE)]
+    return seeded_keras(build, hparams, seed, example, checkpoint,
+                        f"DLRM ({hparams.get('architecture', 'dlrm')})")
 
 
 def split(model) -> tuple[list[np.ndarray], object]:

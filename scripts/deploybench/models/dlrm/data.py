@@ -29,19 +29,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from ...plugins import categorical_dtype
+
 SPLITS = ("train", "test")
 SPLIT_BINARY = "split_binary"
 # The ids' dtype as DLE's loader yields them and its Triton models take them (INT32):
 # the widest type get_categorical_feature_type stores.
 ID_DTYPE = np.dtype(np.int32)
-
-
-def categorical_dtype(cardinality: int) -> np.dtype:
-    """DLE's get_categorical_feature_type: int8, int16 or int32 by cardinality."""
-    for dtype in (np.int8, np.int16, np.int32):
-        if cardinality < np.iinfo(dtype).max:
-            return np.dtype(dtype)
-    raise ValueError(f"categorical cardinality {cardinality} is too big for int32")
 
 
 def feature_spec(num_numerical: int, cardinalities: list[int]) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...plugins import load_keras_weights
+from ...plugins import seeded_keras
 from . import data
 
 FRAMEWORK = "tensorflow"
@@ -28,16 +28,11 @@ FRAMEWORK = "tensorflow"
 def build_model(hparams: dict, checkpoint: str | None, seed: int):
     """The Keras model with seeded initial weights (same seed: same weights), or the
     weights of a Keras weights file (`model.save_weights`, `*.weights.h5`)."""
-    import keras
-
     from .net import build, hotness, numerical
 
-    keras.utils.set_random_seed(seed)
-    model = build(hparams, seed)
-    model([np.zeros((1, h), np.int32) for h in hotness(hparams)]
-          + [np.zeros((1, 1), np.float32) for _ in numerical(hparams)])  # build
-    load_keras_weights(model, checkpoint, "Wide & Deep")
-    return model
+    example = ([np.zeros((1, h), np.int32) for h in hotness(hparams)]
+               + [np.zeros((1, 1), np.float32) for _ in numerical(hparams)])
+    return seeded_keras(build, hparams, seed, example, checkpoint, "Wide & Deep")
 
 
 def generate_dataset(hparams: dict, out_dir: str, seed: int, n_train: int = 4096,

@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from ...plugins import categorical_dtype
+
 SPLITS = ("train", "valid")
 PARQUET = "parquet"
 LABEL = "clicked"
@@ -46,13 +48,6 @@ class Categorical(NamedTuple):
     name: str
     cardinality: int
     hotness: int = 1  # ids per sample: 1 one-hot, more a multi-hot list
-
-
-def categorical_dtype(cardinality: int) -> np.dtype:
-    for dtype in (np.int8, np.int16, np.int32):
-        if cardinality < np.iinfo(dtype).max:
-            return np.dtype(dtype)
-    raise ValueError(f"categorical cardinality {cardinality} is too big for int32")
 
 
 def feature_spec(categorical: list[Categorical], numerical: list[str]) -> dict:
