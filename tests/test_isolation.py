@@ -99,7 +99,7 @@ def test_a_killed_step_leaves_no_server_stub_perf_analyzer_or_shared_memory(toy_
     # the next measurement takes the device at once
     env = {**os.environ, "PYTHONPATH": str(SCRIPTS),
            "DEPLOYBENCH_LOCK_DIR": str(tmp_path / "locks"), "DEPLOYBENCH_LOCK_TIMEOUT_S": "2"}
-    taken = subprocess.run([sys.executable, "-c", "from deploybench import locks\n"
+    taken = subprocess.run([sys.executable, "-c", "from deploybench.measurement import locks\n"
                             "with locks.device_lock('isolation-test') as h: print(h.record)"],
                            env=env, capture_output=True, text=True)
     assert taken.returncode == 0, taken.stderr
