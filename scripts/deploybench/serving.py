@@ -98,7 +98,7 @@ def interference(server, runs: list[dict], load: dict) -> dict:
     trace settings. Either flags the level as contention does. (A server in a network
     namespace of its own, deploybench.measurement.isolation, can be reached by no one else.)"""
     counted = [r[FOREIGN] for r in runs if r.get(FOREIGN) is not None]
-    changed = server.settings_changed() if hasattr(server, "settings_changed") else {}
+    changed = server.settings_changed()
     foreign = max(counted) if counted else None
     return {**load, "foreign_requests": foreign,
             **({"server_settings_changed": changed} if changed else {}),

@@ -27,6 +27,7 @@ import pandas as pd
 import psutil
 
 from .. import deployments
+from ..measurement.isolation import SHM
 from ..run_facts import shared_memory_modes
 from ..tables import (
     COMPONENT_SUM,
@@ -83,6 +84,15 @@ class PerfDeath(PerfError):
 STUB_DEAD = re.compile(r"Stub process '([^']+)' is not healthy")
 
 
+def shm_space() -> tuple[int, int] | None:
+    """/dev/shm's free and total bytes (None where the host has none)."""
+    try:
+        st = os.statvfs(SHM)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
 def oom_kills() -> int | None:
     """The processes the kernel's OOM killer has ended since boot (/proc/vmstat), or None."""
     try:
@@ -102,11 +112,11 @@ def death(result: subprocess.CompletedProcess, row: Row, run: dict,
     if result.returncode < 0:
         name = signal.Signals(-result.returncode).name
         why = f"perf_analyzer was killed by {name}"
-        if name == "SIGBUS" and row.shared_memory == "system":  # a page it could not get
-            st = os.statvfs("/dev/shm")
+        space = shm_space()
+        if name == "SIGBUS" and row.shared_memory == "system" and space:  # a page it lacked
             why += (f": a system shared-memory region it wrote had no memory behind it, "
-                    f"/dev/shm has {st.f_bavail * st.f_frsize} bytes free of "
-                    f"{st.f_blocks * st.f_frsize} (full, or a region truncated under it)")
+                    f"/dev/shm has {space[0]} bytes free of {space[1]} (full, or a region "
+                    "truncated under it)")
     stub = STUB_DEAD.search(result.stdout + result.stderr)
     if stub and not why:
         why = (f"the python backend's stub process of '{stub.group(1)}' died (killed: see "
@@ -143,7 +153,7 @@ def check_fits(run: dict, rows: list[Row]) -> None:
     space. Such a batch used to end, after retries, as a stub the OOM killer ended,
     reported as no stable measurement."""
     available = psutil.virtual_memory().available
-    st = os.statvfs("/dev/shm") if os.path.isdir("/dev/shm") else None
+    space = shm_space()
     for row in rows:
         size = request_bytes(run["model"], row)
         if size is None:
@@ -155,10 +165,10 @@ def check_fits(run: dict, rows: list[Row]) -> None:
                 f"copies of them {size * IO_COPIES / 2**30:.1f} GiB, more than the "
                 f"{available / 2**30:.1f} GiB of memory available here; lower the batch "
                 "sizes (offline.batch_sizes, online.batch_size) or measure on a larger host")
-        if row.shared_memory == "system" and st and size > st.f_bavail * st.f_frsize:
+        if row.shared_memory == "system" and space and size > space[0]:
             raise ValueError(
                 f"{where}: its shared-memory regions take {size:,} bytes, more than the "
-                f"{st.f_bavail * st.f_frsize:,} bytes free in /dev/shm; lower the batch "
+                f"{space[0]:,} bytes free in /dev/shm; lower the batch "
                 "sizes, free /dev/shm, or measure without shared memory")
 
 

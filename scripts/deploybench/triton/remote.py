@@ -80,6 +80,10 @@ class RemoteServer:
                               "set server.remote.model to a deployment of this configuration")
         return config
 
+    def settings_changed(self) -> dict:
+        """Nothing to compare: its log and trace settings are its owner's, not ours."""
+        return {}
+
     def metadata(self) -> dict:
         with self._client() as client:
             return client.get_server_metadata()

@@ -41,6 +41,7 @@ from pathlib import Path
 import psutil
 import tritonclient.http as httpclient
 
+from ..measurement.isolation import SHM
 from .install import Install
 from .watchdog import Watchdog
 
@@ -64,7 +65,7 @@ def server_flags(settings: dict) -> list[str]:
         raise ValueError(f"unknown triton.server setting(s) {', '.join(sorted(unknown))}; "
                          f"valid: {', '.join(SERVER_FLAGS)}")
     return [SERVER_FLAGS[k].format(int(v)) for k, v in sorted(settings.items())]
-SHM_DIR = Path("/dev/shm")
+SHM_DIR = Path(SHM)
 _SHM_FOLDER = re.compile(r"^deploybench-(\d+)-[0-9a-f]+")  # of the step's pid
 
 
