@@ -9,7 +9,8 @@ from deploybench import baseline, built, input_digest, layout
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
-from deploybench.config import Settings, step_spec
+from deploybench.config import Settings
+from deploybench.step_specs import step_spec
 from deploybench.run_facts import online_refusal, serves_online
 from deploybench.scenarios import (
     own_server,

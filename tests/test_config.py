@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, main_config
-from deploybench.config import ConfigError, Settings, step_spec
+from deploybench.config import ConfigError, Settings
+from deploybench.step_specs import step_spec
 
 
 def test_run_resolves_the_device_overrides(settings):

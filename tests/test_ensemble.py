@@ -364,7 +364,7 @@ def test_the_request_steps_of_an_ensemble_read_its_section(settings):
     change to it re-runs them), offline from its data too; what only offline sends
     (perf_samples, warmup_samples) re-runs nothing else, the exports included; a single
     model's steps keep their settings without them."""
-    from deploybench.config import step_spec
+    from deploybench.step_specs import step_spec
 
     ensemble = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")
     single = settings.run("dlrm-tiny", "cpu", "onnx", "fp32")
@@ -399,7 +399,8 @@ def test_the_seeds_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
     """Seed 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
     (device_overrides), small counts on the CPU so that its run stays short."""
     from conftest import ROOT
-    from deploybench.config import Settings, step_spec
+    from deploybench.config import Settings
+    from deploybench.step_specs import step_spec
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     gpu = step_spec(settings.run(model, "a100", "hps-trt", "fp32"), "offline")["model"]

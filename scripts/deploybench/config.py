@@ -24,11 +24,11 @@ from .backends import (
     EXPORT_PRECISION,
     FP16_EXPORTS,
     PRECISIONS,
-    is_ensemble,
 )
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
 from .run_facts import shared_memory_modes
+from .step_specs import OFFLINE_ENSEMBLE
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -406,55 +406,3 @@ def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
                 f"model '{model}' on GPU key '{gpu}': {where} {too_big} exceed "
                 f"triton.max_batch_size {max_batch}"
             )
-
-
-# What each per-configuration step reads: a change to anything else does not re-run it.
-_COMMON = ("key", "gpu", "backend", "precision", "artifact", "allow_gpu_mismatch",
-           "export_precision")  # where a run has it (backends.export_precision)
-_SERVE = (*_COMMON, "server")
-STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # step: (run fields, model fields)
-    "convert": (_COMMON, ("inputs", "outputs", "triton", "ensemble")),
-    "conversion_check": (_COMMON, ("inputs", "outputs", "conversion", "triton", "ensemble",
-                                    "compile_mode")),
-    "native": ((*_COMMON, "native"), ("inputs", "outputs", "triton", "offline", "ensemble",
-                                      "compile_mode")),
-    # the server's backends decide who serves it
-    "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble", "compile_mode")),
-    "floor": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
-    # triton: which deployment it sends to (deploybench.deployments)
-    "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data",
-                          "triton")),
-    "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
-    "online": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online")),
-    "rate": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "online", "rate")),
-    # a configuration search's point (deploybench.search): both scenarios on its settings
-    "search_point": ((*_SERVE, "perf", "search_point"),
-                     ("inputs", "outputs", "triton", "offline", "online")),
-}
-
-
-# Steps that send requests: an ensemble's are made from its `ensemble` section
-# (ensemble.requests), the offline ones from samples of its data split (perf_samples)
-# after a warm-up of training samples (warmup_samples) in requests of the accuracy
-# step's batch (the seed's warm-up is its accuracy run); a single model's steps keep
-# their settings without them.
-REQUEST_STEPS = {"accuracy": ("ensemble",),
-                 "offline": ("ensemble", "plugin", "hparams", "data", "accuracy")}
-# The ensemble settings only the offline step reads: a change re-runs nothing else.
-OFFLINE_ENSEMBLE = ("perf_samples", "warmup_samples")
-
-
-def step_spec(run: dict, step: str) -> dict:
-    """The part of a run that `step` depends on (the full run for the report)."""
-    if step not in STEP_FIELDS:
-        return run
-    run_fields, model_fields = STEP_FIELDS[step]
-    if step in REQUEST_STEPS and is_ensemble(run):
-        model_fields = (*model_fields, *REQUEST_STEPS[step])
-    spec = {k: run[k] for k in run_fields if k in run}
-    spec["model"] = {k: run["model"][k] for k in model_fields if k in run["model"]}
-    if "ensemble" in spec["model"] and step != "offline":
-        spec["model"]["ensemble"] = {k: v for k, v in spec["model"]["ensemble"].items()
-                                     if k not in OFFLINE_ENSEMBLE}
-    return spec

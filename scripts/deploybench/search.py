@@ -28,9 +28,10 @@ from collections.abc import Callable
 from functools import cache
 
 from .backends import BACKENDS
-from .config import ConfigError, Settings, deep_merge, step_spec
+from .config import ConfigError, Settings, deep_merge
 from .deployments import per_batch
 from .run_facts import shared_memory_modes
+from .step_specs import step_spec
 
 # dimension (a `triton` setting) -> its letter in a point's name, in naming order
 DIMENSIONS = {"instances": "i", "max_queue_delay_us": "q", "preferred_batch_sizes": "p",
@@ -229,7 +230,7 @@ def point_run(settings: Settings, model: str, gpu: str, backend: str, precision:
 
 
 def point_step_spec(run: dict, step: str) -> dict:
-    """What a point's step depends on (config.step_spec), without the offline settings
+    """What a point's step depends on (step_specs.step_spec), without the offline settings
     where the point is measured online only."""
     spec = step_spec(run, step)
     if "offline" not in run["search_point"]["scenarios"]:

@@ -3,7 +3,7 @@
 Every rule runs `scripts/run_step.py` (Snakemake's `script:`), which calls `run`: the
 rule's step gets the rule's named inputs, outputs, logs and params as keyword arguments
 (paths as `Path`), `params.spec` (the resolved settings the step depends on, from
-`config.step_spec`) as its first argument, and its stdout and stderr go to `log.log`.
+`step_specs.step_spec`) as its first argument, and its stdout and stderr go to `log.log`.
 No shell is involved: a path with spaces or `$(...)` in the config stays a path.
 """
 
