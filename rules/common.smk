@@ -46,16 +46,23 @@ wildcard_constraints:
 
 
 def measuring_threads(wildcards):
-    """A measuring job's threads: locally every core, so that no export or conversion runs
-    beside it and skews its numbers; where an executor places jobs, the device steps'
+    """A measuring job's threads: locally every core (a GPU key's job: its share of them,
+    one share a bench_slot), so that no export or conversion runs beside it and skews its
+    numbers; where an executor places jobs, the device steps'
     cpus_per_task (deploybench.cluster), which the Kubernetes plugin sizes a pod's CPU from;
     1 in a job's own run without a core count. Per job: the executor is known only then."""
     if not workflow.local_exec:
         return config["cluster"]["resources"]["device"]["cpus_per_task"]
     try:
-        return workflow.cores
+        cores = workflow.cores
     except WorkflowError:  # no --cores given
         return 1
+    # a GPU key's job shares the cores with the others side by side, one a bench_slot
+    slots = workflow.global_resources.get("bench_slot")
+    slots = int(getattr(slots, "value", slots) or 1)
+    if SETTINGS.gpus[wildcards.gpu]["kind"] == "cpu" or slots < 2:
+        return cores
+    return max(1, cores // slots)
 
 
 src = layout.source  # a per-model source artifact's pattern

@@ -43,14 +43,14 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
         with remote_served(run, config_pbtxt, server_log) as found:
             yield found
         return
-    checked = device.check(run["gpu"], run["allow_gpu_mismatch"])
-    triton = install.for_server(run["server"])
     cfg = run["server"]
     repo = Path(config_pbtxt).parent.parent
-    # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
-    on_cpu = checked["mismatch_allowed"] and not checked["devices"]
-    with locks.device_lock(device.measured_device(checked)) as held, \
+    with device.claim(run) as claimed, \
             tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
+        checked, held = claimed.checked, claimed.held
+        triton = install.for_server(cfg)  # after the claim: a docker server gets its GPU
+        # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
+        on_cpu = checked["mismatch_allowed"] and not checked["devices"]
         served_repo = artifacts.scenario(repo, Path(scratch) / "repository", static_batching,
                                          on_cpu)
         with TritonServer(triton, served_repo, server_log, Path(config_pbtxt).parent.name,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
-from functools import lru_cache
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 
 from ..backends import BACKENDS, is_ensemble
 from ..runners import RUNNERS
+from . import locks
 
 
 class DeviceMismatch(RuntimeError):
@@ -48,24 +51,48 @@ def query_gpus(fields: str) -> list[list[str]]:
     return [line.split(", ") for line in result.stdout.splitlines() if line.strip()]
 
 
-@lru_cache(maxsize=1)
+def listed_gpus() -> list[dict]:
+    """Every NVIDIA GPU of the host and MIG device, as `nvidia-smi -L` lists them:
+    {"index", "uuid", "name"} (a MIG device: its GPU's index and name)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    result = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+    found, gpu = [], None
+    for line in result.stdout.splitlines() if result.returncode == 0 else []:
+        listed = re.match(r"\s*(GPU (\d+): (.*?)|MIG .*?) \(UUID: ((?:GPU|MIG)-[^)]+)\)", line)
+        if listed and listed.group(2) is not None:
+            gpu = {"index": listed.group(2), "uuid": listed.group(4), "name": listed.group(3)}
+            found.append(gpu)
+        elif listed and gpu:
+            found.append({**gpu, "uuid": listed.group(4)})
+    return found
+
+
+def visible_gpus() -> list[dict]:
+    """The GPUs this process may use: those CUDA_VISIBLE_DEVICES names (by index or UUID:
+    a scheduler's choice, or the one a step claimed), in its order; every GPU without it."""
+    listed = listed_gpus()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [g for g in listed if g["uuid"].startswith("GPU-")]
+    by_id = {g["uuid"]: g for g in listed} | {
+        g["index"]: g for g in listed if g["uuid"].startswith("GPU-")}
+    return [by_id[v] for v in (v.strip() for v in visible.split(",")) if v in by_id]
+
+
 def gpu_names() -> tuple[str, ...]:
     """Names of the NVIDIA GPUs visible here (empty on a CPU-only machine)."""
-    return tuple(row[0].strip() for row in query_gpus("name"))
+    return tuple(g["name"] for g in visible_gpus())
 
 
 def measured_device(checked: dict) -> str:
-    """The device a measurement runs on, as `check` found it: the host's CPUs for the cpu
-    key and for a CPU node standing in for a GPU key; else the GPU the job sees first
-    (CUDA_VISIBLE_DEVICES, an index or a UUID), by its UUID."""
-    if not checked["devices"]:
-        return "cpu"
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    if visible.startswith(("GPU-", "MIG-")):
-        return visible
-    index = visible if visible.isdigit() else "0"
-    uuids = {row[0].strip(): row[1].strip() for row in query_gpus("index,uuid") if len(row) == 2}
-    return uuids.get(index, f"gpu-{index}")
+    """The device a measurement runs on: the one its step claimed (`claim`); else, as
+    `check` found it, the host's CPUs for the cpu key and for a CPU node standing in for
+    a GPU key, or the first GPU visible, by its UUID."""
+    if _claimed is not None:
+        return _claimed.device
+    gpus = visible_gpus()
+    return gpus[0]["uuid"] if checked["devices"] and gpus else "cpu"
 
 
 def check(gpu: dict, allow_mismatch: bool) -> dict:
@@ -86,3 +113,96 @@ def check(gpu: dict, allow_mismatch: bool) -> dict:
         "Build it on such a machine, or set allow_gpu_mismatch: true to override "
         "(recorded in the results)."
     )
+
+
+# Steps on the device that do not hold it: a conversion runs beside measurements (on the
+# GPU of the key that is free now, where one is)
+UNHELD = ("convert", "conversion_check")
+
+
+@dataclass
+class Claim:
+    """The device a step runs on: what `check` found (provenance), the device ("cpu", or
+    a GPU's UUID, which CUDA_VISIBLE_DEVICES now names alone) and its lock where held."""
+
+    checked: dict
+    device: str
+    held: locks.Held | None
+
+
+_claimed: Claim | None = None  # this process's: one step, one claim
+
+
+def claims(run: dict, step: str) -> bool:
+    """Whether `step` claims the run's device where it starts: a step on the device
+    (runs_on_device; a rate sweep, a search's point), but not a measurement of a remote
+    server, whose device is not here."""
+    if not (runs_on_device(run, step) or step in ("rate", "search_point")):
+        return False
+    return step in UNHELD or run.get("server", {}).get("kind") != "remote"
+
+
+def _choices(gpu: dict, checked: dict) -> list[str]:
+    """The devices a step of the key may take, best first: the visible GPUs whose name
+    matches the key (any visible GPU where a mismatch is allowed), else the CPUs."""
+    if gpu["kind"] == "cpu":
+        return ["cpu"]
+    gpus = visible_gpus()
+    matching = [g["uuid"] for g in gpus if any(m in g["name"] for m in gpu["match"])]
+    return matching or ([g["uuid"] for g in gpus] if checked["mismatch_allowed"] else []) \
+        or ["cpu"]
+
+
+@contextmanager
+def claim(run: dict, hold: bool = True):
+    """The device of a step, checked once where the step starts: refuses a GPU key this
+    machine lacks, takes the first matching GPU whose lock is free (waiting while every
+    one is held) and makes it the only one CUDA_VISIBLE_DEVICES shows to the step, its
+    server and perf_analyzer. `hold` False (a conversion): the first free one, unheld.
+    Within a claim (the step's), yields that claim."""
+    global _claimed
+    if _claimed is not None:
+        yield _claimed
+        return
+    checked = check(run["gpu"], run["allow_gpu_mismatch"])
+    choices = _choices(run["gpu"], checked)
+    with locks.any_device_lock(choices) if hold else nullcontext() as held:
+        device = held.record["device"] if held else next(
+            (d for d in choices if locks.is_free(d)), choices[0])
+        if device != "cpu":
+            if hold:
+                _pin_to_share(device)
+            os.environ["CUDA_VISIBLE_DEVICES"] = device
+        _claimed = Claim(checked, device, held)
+        try:
+            yield _claimed
+        finally:
+            _claimed = None
+
+
+
+def _pin_to_share(device: str) -> None:
+    """Pin this step (and so its server and perf_analyzer) to its GPU's share of the CPUs
+    it may use, the k-th of n GPUs the k-th n-th: measurements side by side then neither
+    share a core nor count each other as load (host_load reads the pinned CPUs alone)."""
+    gpus = [g["uuid"] for g in visible_gpus()]
+    if len(gpus) < 2 or device not in gpus:
+        return
+    cpus, k, n = sorted(os.sched_getaffinity(0)), gpus.index(device), len(gpus)
+    first = k * len(cpus) // n
+    os.sched_setaffinity(0, cpus[first:max((k + 1) * len(cpus) // n, first + 1)])
+
+
+SLOTS_ENV = "DEPLOYBENCH_BENCH_SLOTS"
+
+
+def bench_slots() -> int:
+    """How many measuring jobs a local run runs at once (the default profile's
+    `bench_slot`): one a GPU of the host, at least one; DEPLOYBENCH_BENCH_SLOTS overrides."""
+    text = os.environ.get(SLOTS_ENV)
+    if text is None:
+        return max(1, len(visible_gpus()))
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"{SLOTS_ENV}={text!r}: give how many measuring jobs may run at "
+                         "once, a whole number of at least 1 (default: one a GPU)")
+    return int(text)

@@ -188,23 +188,26 @@ def _timeout_s() -> float:
     return value
 
 
-def _wait(fd: int, device: str, path: Path, timeout_s: float) -> None:
+def _wait(fds: dict[str, int], paths: dict[str, Path], timeout_s: float) -> str:
+    """Take the first of the locks `fds` (device -> descriptor) that is free, waiting for
+    one to free while all are held; the device taken."""
     start = time.monotonic()
     reported = -REPORT_EVERY_S
     while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
+        for device, fd in fds.items():
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return device
+            except BlockingIOError:
+                pass
         waited = time.monotonic() - start
+        held_by = "; ".join(f"{paths[d]}, held by {_holders_text(fd)}" for d, fd in fds.items())
         if waited >= timeout_s:
-            raise LockError(f"device {device}: gave up after {waited:.0f} s waiting for "
-                            f"{path}, held by {_holders_text(fd)} (raise {TIMEOUT_ENV}, or "
-                            "end them)")
+            raise LockError(f"device {' or '.join(fds)}: gave up after {waited:.0f} s waiting "
+                            f"for {held_by} (raise {TIMEOUT_ENV}, or end them)")
         if waited - reported >= REPORT_EVERY_S:
-            print(f"waiting for device {device} ({waited:.0f} s of at most {timeout_s:.0f}):"
-                  f" {path} is held by {_holders_text(fd)}", file=sys.stderr, flush=True)
+            print(f"waiting for device {' or '.join(fds)} ({waited:.0f} s of at most "
+                  f"{timeout_s:.0f}): {held_by}", file=sys.stderr, flush=True)
             reported = waited
         time.sleep(min(1.0, timeout_s - waited))
 
@@ -213,26 +216,62 @@ def _holders_text(fd: int) -> str:
     return ", ".join(holders(fd)) or "processes this user cannot see"
 
 
+def _name(device: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", device) + ".lock"
+
+
 @contextmanager
 def device_lock(device: str):
     """Hold the lock of `device` ("cpu", or a GPU's UUID); yields a `Held` whose record
     says which lock, its scope, how long this measurement waited for it and (filled in
     on release) when it held it, as Unix times."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", device) + ".lock"
+    with any_device_lock([device]) as held:
+        yield held
+
+
+@contextmanager
+def any_device_lock(devices: list[str]):
+    """Hold the lock of whichever of `devices` is free first (in their order while
+    several are): a job of a host of several GPUs takes a free one; yields a `Held`
+    whose record's "device" names it."""
     timeout_s = _timeout_s()
     folder_fd, folder, scope = lock_folder()
+    fds: dict[str, int] = {}
     try:
-        fd = _open_lock(folder_fd, folder, name, scope)
+        for device in dict.fromkeys(devices):
+            fds[device] = _open_lock(folder_fd, folder, _name(device), scope)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
     finally:
         os.close(folder_fd)
-    path = folder / name
     start = time.time()
     try:
-        _wait(fd, device, path, timeout_s)
-        held = Held(fd, {"device": device, "lock": str(path), "scope": scope,
-                         "acquired_at": time.time()})
+        taken = _wait(fds, {d: folder / _name(d) for d in fds}, timeout_s)
+        for device in [d for d in fds if d != taken]:
+            os.close(fds.pop(device))
+        held = Held(fds[taken], {"device": taken, "lock": str(folder / _name(taken)),
+                                 "scope": scope, "acquired_at": time.time()})
         held.record["waited_s"] = round(held.record["acquired_at"] - start, 3)
         yield held
         held.record["released_at"] = time.time()
     finally:
-        os.close(fd)  # the lock ends once every process given the descriptor has ended
+        for fd in fds.values():
+            os.close(fd)  # the lock ends once every process given the descriptor has ended
+
+
+def is_free(device: str) -> bool:
+    """Whether no one holds the lock of `device` now (a glance: it may be taken next)."""
+    folder_fd, folder, scope = lock_folder()
+    try:
+        fd = _open_lock(folder_fd, folder, _name(device), scope)
+    finally:
+        os.close(folder_fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)

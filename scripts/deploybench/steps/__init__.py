@@ -5,6 +5,8 @@ rule's step gets the rule's named inputs, outputs, logs and params as keyword ar
 (paths as `Path`), `params.spec` (the resolved settings the step depends on, from
 `step_specs.step_spec`) as its first argument, and its stdout and stderr go to `log.log`.
 No shell is involved: a path with spaces or `$(...)` in the config stays a path.
+A step on the device first claims it (`measurement.device.claim`): the GPU key checked
+once, a free GPU of the key taken by its lock and made the only one the step sees.
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import os
 import signal
 import sys
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from ..measurement import isolation, progress
+from ..measurement import device, isolation, progress
 
 # rule -> module:function. A rule that differs from another only by a folder output
 # (Snakemake's directory()) runs the same step.
@@ -147,7 +149,9 @@ def run(smk) -> None:
     failure = None
     with _output_to(log):
         try:
-            step(spec, **kwargs)
+            with device.claim(spec, hold=smk.rule not in device.UNHELD) \
+                    if device.claims(spec, smk.rule) else nullcontext():
+                step(spec, **kwargs)
         except Exception as err:  # the traceback for the log, one clear line for both
             traceback.print_exc()
             failure = f"deploybench {smk.rule}: error: {err}"

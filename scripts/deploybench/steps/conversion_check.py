@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, atomic, source_model
-from ..measurement import device
 from ..tables import CHECK_COLUMNS
 from ..tensors import batched, check_arrays
 
@@ -33,7 +32,6 @@ def tolerance(model: dict, precision: str, output: str) -> dict:
 
 def conversion_check(spec: dict, converted: Path, eval_set: Path, out: Path) -> None:
     model = spec["model"]
-    device.check(spec["gpu"], spec["allow_gpu_mismatch"])
     inputs, reference, _ = source_model.load_eval(model, eval_set)
     infer = artifacts.of(spec).runner(converted, spec)
     outputs = batched(infer, inputs, model["conversion"]["batch_size"])

@@ -20,22 +20,20 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, atomic, serving, source_model
-from ..measurement import device, locks, provenance, telemetry
+from ..measurement import device, provenance, telemetry
 from ..measurement.host_load import HostLoad
 from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
 
 def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path) -> None:
     min_seconds = spec["native"]["min_seconds"]
-    checked = device.check(spec["gpu"], spec["allow_gpu_mismatch"])
-    measured = device.measured_device(checked)
-    with locks.device_lock(measured) as held, HostLoad(measured) as load:
+    with device.claim(spec) as claimed, HostLoad(claimed.device) as load:
         table, first_calls, usage = _measure(spec, converted, eval_set, min_seconds,
-                                             measured)
+                                             claimed.device)
     report = {"min_seconds": min_seconds, "first_call_s": first_calls,
               "host_load": load.result, "telemetry": usage,
-              "provenance": {**provenance.collect(spec, device_check=checked),
-                             "device_lock": held.record}}
+              "provenance": {**provenance.collect(spec, device_check=claimed.checked),
+                             "device_lock": claimed.held.record}}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(json.dumps(report, indent=2))

@@ -89,7 +89,10 @@ def container(image: str, engine: str, workdir: Path) -> Install:
     if engine == "apptainer":
         launcher = ("apptainer", "exec", "--nv", "--bind", work, image)
     else:  # docker: the client forwards the stop signal to the container (--init reaps)
-        launcher = ("docker", "run", "--rm", "--init", "--gpus", "all", "--network", "host",
+        # the GPUs the step claimed (device.claim), by UUID; every one without a claim
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = f'"device={visible}"' if visible else "all"
+        launcher = ("docker", "run", "--rm", "--init", "--gpus", gpus, "--network", "host",
                     "--shm-size", "1g", "-v", f"{work}:{work}", "-w", work, image)
     host = prepare()  # perf_analyzer and its libraries on the host
     # apptainer passes the environment and the home folder (the shim's cache) through

@@ -1,0 +1,148 @@
+"""A host of several GPUs: each measuring step claims one GPU of its key by the GPU's lock
+(deploybench.measurement.device.claim), so steps run side by side, one a GPU. The GPUs are
+a stand-in `nvidia-smi` on PATH (three GPUs: two H100s and an A100); the locks and the
+processes claiming them are real."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+H100 = {"key": "h100", "kind": "gpu", "match": ["H100"]}
+A100 = {"key": "a100", "kind": "gpu", "match": ["A100"]}
+UUIDS = ["GPU-00000000-aaaa-0000-0000-000000000000", "GPU-11111111-bbbb-0000-0000-000000000000",
+         "GPU-22222222-cccc-0000-0000-000000000000"]
+LISTING = (f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {UUIDS[0]})\n"
+           f"GPU 1: NVIDIA A100-SXM4-80GB (UUID: {UUIDS[1]})\n"
+           f"GPU 2: NVIDIA H100 80GB HBM3 (UUID: {UUIDS[2]})\n")
+H100S = {UUIDS[0], UUIDS[2]}
+
+CLAIM = """
+import json, os, sys, time
+from deploybench.measurement import device
+run = json.loads(sys.argv[1])
+with device.claim(run, hold=sys.argv[2] == "hold") as c:
+    print(json.dumps({"device": c.device, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                      "cpus": sorted(os.sched_getaffinity(0)),
+                      "at": time.time(), "waited_s": c.held.record["waited_s"] if c.held else 0}),
+          flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+@pytest.fixture
+def host(tmp_path, monkeypatch):
+    """Environment of a process on the stand-in host: its nvidia-smi, a lock folder."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\n[ \"$1\" = -L ] && printf '{LISTING}' && exit 0\nexit 9\n")
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT / "scripts"), "DEPLOYBENCH_LOCK_DIR": str(tmp_path / "locks"),
+           "DEPLOYBENCH_LOCK_TIMEOUT_S": "60"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def claim(env: dict, gpu: dict, hold: bool = True, seconds: float = 0.0, **extra):
+    run = {"gpu": gpu, "allow_gpu_mismatch": False, **extra}
+    return subprocess.Popen([sys.executable, "-c", CLAIM, json.dumps(run),
+                             "hold" if hold else "free", str(seconds)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def started(proc) -> dict:
+    """What a claiming process printed once it held its device."""
+    line = proc.stdout.readline()
+    assert line, proc.communicate(timeout=60)[1]
+    return json.loads(line)
+
+
+def result(proc) -> dict:
+    got = started(proc)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return got
+
+
+def test_steps_side_by_side_each_get_a_gpu_of_their_key_alone(host):
+    first, second = claim(host, H100, seconds=3), claim(host, H100, seconds=3)
+    holding = [started(first), started(second)]
+    third = claim(host, H100)  # both H100s busy: it waits for one
+    a100 = claim(host, A100)
+    got = [*holding, result(third), result(a100)]
+    first.wait(timeout=60), second.wait(timeout=60)
+    assert {got[0]["device"], got[1]["device"]} == H100S  # never the same GPU twice
+    assert got[2]["device"] in H100S and got[2]["waited_s"] > 1.0, got[2]
+    assert got[3]["device"] == UUIDS[1] and got[3]["waited_s"] < 1.5  # its own GPU, free
+    for g in got:  # the step, its server and perf_analyzer see that GPU alone
+        assert g["visible"] == g["device"]
+
+
+def test_a_key_whose_gpu_the_host_lacks_or_hides_is_refused(host):
+    l4 = claim(host, {"key": "l4", "kind": "gpu", "match": ["L4"]})
+    _, err = l4.communicate(timeout=60)
+    assert l4.returncode != 0 and "GPU key 'l4' needs a device whose name contains 'L4'" in err
+    assert "NVIDIA H100 80GB HBM3, NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3" in err
+    # a scheduler gave this job the A100 alone (by index): an H100 key is not run on it
+    hidden = claim({**host, "CUDA_VISIBLE_DEVICES": "1"}, H100)
+    _, err = hidden.communicate(timeout=60)
+    assert hidden.returncode != 0 and "this machine has: NVIDIA A100-SXM4-80GB." in err
+    # given the second H100 (by UUID), it takes that one
+    given = result(claim({**host, "CUDA_VISIBLE_DEVICES": f"1,{UUIDS[2]}"}, H100))
+    assert given["device"] == UUIDS[2]
+
+
+def test_a_conversion_takes_a_free_gpu_without_holding_it_and_the_cpu_key_its_cpus(host):
+    measuring = claim(host, H100, seconds=3)
+    held = started(measuring)["device"]
+    conversion = result(claim(host, H100, hold=False))  # at once, beside the measurement
+    assert conversion["device"] == (H100S - {held}).pop() and conversion["waited_s"] == 0
+    measuring.wait(timeout=60)
+    cpu = result(claim(host, {"key": "cpu", "kind": "cpu", "match": []}))
+    assert cpu["device"] == "cpu" and cpu["visible"] is None
+
+
+def test_side_by_side_steps_are_pinned_to_their_gpus_shares_of_the_cpus(host):
+    cpus = set(os.sched_getaffinity(0))
+    both = [claim(host, H100, seconds=2) for _ in range(2)]
+    got = [started(p) for p in both]
+    for p in both:
+        p.wait(timeout=60)
+    assert {g["device"] for g in got} == H100S
+    shares = [set(g["cpus"]) for g in got]  # two H100s: each half the CPUs, apart
+    assert all(len(s) == len(cpus) // 2 and s <= cpus for s in shares), shares
+    assert not shares[0] & shares[1], shares
+
+
+def test_the_local_profile_runs_one_measuring_job_a_gpu_each_with_its_cores(host, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    target = "results/tft-tiny/h100/onnx_fp32/offline.csv"
+    plan = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+         "--directory", str(work), "--workflow-profile", str(ROOT / "profiles/default"),
+         "-n", "--cores", "6", target, "results/tft-tiny/cpu/onnx_fp32/offline.csv",
+         "--configfile", str(ROOT / "tests/config/tiny.yaml")],
+        env=host, capture_output=True, text=True, cwd=work)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    offline = plan.stdout.split("rule offline:")[1:]
+    threads = sorted(int(b.split("threads: ")[1].split()[0]) for b in offline)
+    assert threads == [2, 6], plan.stdout[-3000:]  # h100: 6 cores / 3 GPUs; cpu: all 6
+    assert "bench_slot=1" in offline[0]
+    # a setting says otherwise; a bad one is refused by name
+    two = subprocess.run(
+        [sys.executable, "-c", "from deploybench.measurement import device; "
+         "print(device.bench_slots())"], env={**host, "DEPLOYBENCH_BENCH_SLOTS": "2"},
+        capture_output=True, text=True)
+    assert two.stdout.strip() == "2"
+    bad = subprocess.run(
+        [sys.executable, "-c", "from deploybench.measurement import device; "
+         "device.bench_slots()"], env={**host, "DEPLOYBENCH_BENCH_SLOTS": "zero"},
+        capture_output=True, text=True)
+    assert bad.returncode != 0 and "DEPLOYBENCH_BENCH_SLOTS='zero'" in bad.stderr
