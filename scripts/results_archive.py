@@ -13,10 +13,11 @@ model repositories, hidden work folders). Packing is deterministic (members sort
 time, owner and mode, xz -9e), so packing unchanged files gives the same bytes; an archive
 whose bytes would not change is left as it is.
 
-Unpacking refuses a whole archive holding a member that is not a plain file, whose path
-is absolute, climbs out with `..`, lies outside a logs/ or history/ folder and is not a
-`*.log` file, or would be written through a link on disk. It keeps an existing file that
-differs from the archive's copy, and says so (`--force` replaces it).
+Unpacking refuses a whole archive holding a member that is not a plain file (a folder
+is passed over), whose path is absolute or climbs out with `..`, that lies outside a logs/
+or history/ folder and is not a `*.log` file, or that would be written through a link on
+disk. It keeps an existing file that differs from the archive's copy, and says so
+(`--force` replaces it).
 """
 
 from __future__ import annotations
@@ -107,13 +108,13 @@ def pack(folder: Path) -> str:
 def check_member(member: tarfile.TarInfo) -> str | None:
     """Why unpack refuses `member`, or None."""
     path = PurePosixPath(member.name)
-    if not member.isreg():
-        return "not a plain file (a link, device, folder or other special entry)"
+    if not member.isreg() and not member.isdir():
+        return "not a plain file (a link, device or other special entry)"
     if path.is_absolute() or member.name.startswith(("/", "\\")):
         return "an absolute path"
     if ".." in path.parts or "\\" in member.name or not path.parts:
         return "a path that climbs out of its folder"
-    if not is_kept(member.name):
+    if member.isreg() and not is_kept(member.name):
         return "neither under a logs/ or history/ folder nor a *.log file"
     return None
 
@@ -140,7 +141,7 @@ def unpack(folder: Path, force: bool = False) -> list[str]:
         if problems:
             raise Refused(f"{archive}: refused, nothing unpacked:\n  " + "\n  ".join(problems))
         lines, written, same = [], 0, 0
-        for member in entries:
+        for member in (m for m in entries if m.isreg()):  # folders: made as files need them
             target = folder / member.name
             data = tar.extractfile(member).read()
             if target.exists():  # never a link: checked above
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="unpack: replace a file that differs from the archive's copy")
     args = parser.parse_args(argv)
     unpacking = args.action == "unpack"
-    chosen = args.folders or folders(args.results, unpacking)
+    chosen = args.folders or [Path(os.path.relpath(f)) for f in folders(args.results, unpacking)]
     refused = False
     for folder in chosen:
         if not folder.is_dir():
