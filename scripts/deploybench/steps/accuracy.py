@@ -3,7 +3,6 @@ model's, and each output's deviation from the source model within its limit."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +56,6 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
               "telemetry": sampled.result, "provenance": prov}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
-        tmp_json.write_text(json.dumps(report, indent=2))
+        tmp_json.write_text(atomic.json_text(report))
     serving.archive(out_csv, out_json)
     print(table.to_string(index=False))

@@ -11,7 +11,6 @@ host-array timing, the figure served/native divides by."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
                              "device_lock": claimed.held.record}}
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
-        tmp_json.write_text(json.dumps(report, indent=2))
+        tmp_json.write_text(atomic.json_text(report))
     serving.archive(out_csv, out_json)  # the baseline of the next one's regression report
     print(table.to_string(index=False))
 

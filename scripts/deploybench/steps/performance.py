@@ -269,7 +269,7 @@ def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> N
     """A scenario's table and JSON, both whole or neither, and their dated copies."""
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.round(4).to_csv(tmp_csv, index=False)
-        tmp_json.write_text(json.dumps(report, indent=2))
+        tmp_json.write_text(atomic.json_text(report))
     serving.archive(out_csv, out_json)
     print(table.to_string(index=False))
 

@@ -22,8 +22,7 @@ from . import rate  # noqa: E402
 
 
 def _save(fig, out: Path) -> None:
-    with atomic.output(out) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    atomic.write_png(fig, out, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

@@ -84,7 +84,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
         result |= {s: point_rows(read_perf(files[s][0])) for s in point["scenarios"]}
         print(f"search point {point['name']}: measured")
     with atomic.output(out) as tmp:
-        tmp.write_text(json.dumps(result, indent=2))
+        tmp.write_text(atomic.json_text(result))
 
 
 def _remove(files: dict) -> None:
@@ -136,7 +136,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
         "results": results,
     }
     with atomic.output(out_json) as tmp:
-        tmp.write_text(json.dumps(summary, indent=2))
+        tmp.write_text(atomic.json_text(summary))
     text = _readme(spec, results, within, fastest, chosen, config_pbtxt.read_text(),
                    out.parent, frontier)
     with atomic.output(out) as tmp:
