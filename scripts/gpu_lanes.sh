@@ -4,7 +4,7 @@
 # working in a directory of its own, its runs one after another.
 #   bash scripts/gpu_lanes.sh SECONDS LANES_FILE
 # LANES_FILE: a run a line, `LANE NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
-# starts a comment); lane n runs on GPU n modulo the GPUs there are, so on fewer GPUs
+# starts a comment; `stop NAME` ends that run); lane n runs on GPU n modulo the GPUs there are, so on fewer GPUs
 # lanes share one, their runs one after another in the file's order. Each call starts
 # what may start now (a lane's next run once the one before it has ended; every run
 # through gpu_session.sh's DETACH=1, so it outlives the call), waits up to SECONDS while
@@ -18,7 +18,9 @@ out=${OUT:-/tmp/out}
 root=${DEPLOYBENCH_LANES_DIR:-/tmp/deploybench-lanes}
 gpus=$(nvidia-smi -L | grep -c '^GPU')
 share=$(($(nproc --all) / gpus))
-mapfile -t runs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$lanes")
+mapfile -t runs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e '/^[[:space:]]*stop[[:space:]]/d' \
+    "$lanes")
+mapfile -t stops < <(sed -e 's/#.*//' "$lanes" | awk '$1 == "stop" { print $2 }')
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
 
 state() {  # done, running, or ready: of the run in directory $1
@@ -27,6 +29,19 @@ state() {  # done, running, or ready: of the run in directory $1
         echo running
     else echo ready; fi
 }
+
+# `stop NAME` lines: a run that cannot end within the device time left is ended (its
+# snakemake's session, which ends its jobs) and counts as done, so the lane goes on
+for name in "${stops[@]}"; do
+    work=$root/$name
+    if [ "$(state "$work")" = running ]; then
+        pid=$(cat "$work/snakemake.pid")
+        kill -TERM -- "-$pid" 2>/dev/null
+        for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+        kill -KILL -- "-$pid" 2>/dev/null
+    fi
+    if [ -d "$work" ] && [ ! -f "$work/snakemake.rc" ]; then echo stopped >"$work/snakemake.rc"; fi
+done
 
 start_ready() {  # each GPU's first run that has not ended, where none of its runs runs
     local busy=" " line lane gpu name runfiles targets
