@@ -6,7 +6,7 @@ import pytest
 from conftest import main_config
 from deploybench import baseline, layout
 from deploybench.config import ConfigError, check_main
-from deploybench.steps.compare import changed, differences, noise
+from deploybench.reporting.compare import changed, differences, noise
 
 
 def test_a_change_counts_only_where_the_two_ranges_do_not_overlap():
@@ -110,7 +110,7 @@ def test_good_baselines_pass(setting, monkeypatch):
 
 
 def test_two_package_lists_are_diffed_by_name(tmp_path):
-    from deploybench.steps.compare import package_changes
+    from deploybench.reporting.compare import package_changes
 
     folder = tmp_path / "results/packages"
     folder.mkdir(parents=True)
@@ -129,7 +129,7 @@ def test_the_committed_h100_rerun_against_the_earlier_set(monkeypatch):
     the two throughputs and each side's noise, and what the older set did not record (its
     package list, the project's commit, the device) is listed as a difference."""
     from conftest import ROOT
-    from deploybench.steps.compare import compare_configuration
+    from deploybench.reporting.compare import compare_configuration
 
     monkeypatch.chdir(ROOT)
     result = compare_configuration(

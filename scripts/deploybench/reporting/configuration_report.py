@@ -1,5 +1,5 @@
 """A configuration's README in the reference documents' format: its headline first
-(steps.headline), then its settings, tables, plots and provenance."""
+(reporting.headline), then its settings, tables, plots and provenance."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, source_model, tail
+from .. import tail
 from ..backends import export_precision
 from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
@@ -22,7 +22,14 @@ from ..tables import (
     read_perf,
 )
 from .headline import configuration_headline, configuration_lines, served_by
-from .markdown import batches_formed, markdown_table, shared_memory, warm_up, windows
+from .markdown import (
+    PERF_ANALYZER_STABILITY,
+    batches_formed,
+    markdown_table,
+    shared_memory,
+    warm_up,
+    windows,
+)
 from .rate import rate_section
 from .served_native import served_vs_native_table
 
@@ -222,60 +229,59 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
     ])
 
 
-def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
-                         online: Path | list, offline_json: Path, online_json: Path | list,
-                         offline_throughput: Path, offline_latency: Path,
-                         online_latency: Path | list, native: Path | list,
-                         native_json: Path | list, floor: Path | list, weights: Path, out: Path,
-                         online_tail: Path | list = (), rate: Path | list = (),
-                         rate_json: Path | list = (), rate_latency: Path | list = ()) -> None:
-    """One configuration's README: its settings, tables, plots and provenance (plots by
-    relative links). The online files are empty lists for a configuration without an
+def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, *,
+                       conversion_check: Path, accuracy: Path, offline: Path,
+                       online: Path | list, offline_json: Path, online_json: Path | list,
+                       offline_throughput: Path, offline_latency: Path,
+                       online_latency: Path | list, native: Path | list,
+                       native_json: Path | list, floor: Path | list,
+                       online_tail: Path | list = (), rate: Path | list = (),
+                       rate_json: Path | list = (), rate_latency: Path | list = ()) -> str:
+    """One configuration's README (`out`): its settings, tables, plots and provenance (plots
+    by relative links). The online files are empty lists for a configuration without an
     online scenario (run_facts.serves_online), native's and the floor's on a server the
     pipeline does not start (server.kind remote)."""
-    run = spec["run"]
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
              **({"native": native} if native else {}), "offline_throughput": offline_throughput,
-             "offline_latency": offline_latency,
-             "weights_origin": source_model.weights_origin(weights),
-             "dataset": spec["dataset"]}
+             "offline_latency": offline_latency, "weights_origin": weights_origin,
+             "dataset": dataset}
     if serves_online(run):
         files |= {"online": online, "online_latency": online_latency,
                   "online_tail": online_tail, "online_json": online_json}
-    offline_report = json.loads(Path(offline_json).read_text())
-    online_report = json.loads(Path(online_json).read_text()) if serves_online(run) else {}
-    native_report = json.loads(Path(native_json).read_text()) if native_json else {}
-    prov = offline_report["provenance"]
+    reports = {"offline": json.loads(Path(offline_json).read_text()),
+               "online": json.loads(Path(online_json).read_text()) if serves_online(run)
+               else {},
+               "native": json.loads(Path(native_json).read_text()) if native_json else {}}
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
-    offline_table = read_perf(files["offline"])
     facts = configuration_headline(offline, online or None, native or None, accuracy)
-    text = PAGE.format(
+    return PAGE.format(
+        **_measured(run, files, reports, rel),
+        headline=configuration_lines(facts, served_by(reports["offline"]["provenance"])),
+        native=_native_section(run, files, native_json), floor=_floor_section(run, floor),
+        rate=_rate(run, rate, rate_json, rate_latency, out))
+
+
+def _measured(run: dict, files: dict, reports: dict, rel: dict) -> dict:
+    """The page's fields read from the configuration's tables and JSONs."""
+    offline, online, native = reports["offline"], reports["online"], reports["native"]
+    prov = offline["provenance"]
+    offline_table = read_perf(files["offline"])
+    return dict(
         title=f"{run['model']['title']}: {run['gpu']['description']}, "
               f"{run['backend']['title']} with {run['precision'].upper()}",
-        headline=configuration_lines(facts, served_by(prov)),
-        params=_params(run, files, offline_report, online_report),
+        params=_params(run, files, offline, online),
         check=markdown_table(pd.read_csv(files["check"])),
         accuracy=markdown_table(pd.read_csv(files["accuracy"])),
         offline_throughput=rel["offline_throughput"], offline_latency=rel["offline_latency"],
         offline=unstable_note(offline_table, run["perf"])
         + markdown_table(measured_columns(offline_table)),
-        native=_native_section(run, files, native_json), floor=_floor_section(run, floor),
-        cache=_cache_section(run, offline_report, online_report),
-        online=_online_section(run, files, rel),
-        rate=_rate(run, rate, rate_json, rate_latency, out),
-        noise=_noise(offline_report, online_report),
-        host_load=_host_load(offline_report, online_report, native_report),
-        telemetry=_telemetry(files, offline_report, online_report, native_report),
-        provenance=json.dumps({"offline": prov, "online": online_report.get("provenance")},
+        cache=_cache_section(run, offline, online), online=_online_section(run, files, rel),
+        noise=_noise(offline, online), host_load=_host_load(offline, online, native),
+        telemetry=_telemetry(files, offline, online, native),
+        provenance=json.dumps({"offline": prov, "online": online.get("provenance")},
                               indent=2))
-    with atomic.output(out) as tmp:
-        tmp.write_text(text)
-
-
-# perf_analyzer's own stability criterion, which every reference document kept
-PERF_ANALYZER_STABILITY = 10
 
 
 def _stability(perf: dict) -> str:
