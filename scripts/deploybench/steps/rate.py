@@ -39,7 +39,6 @@ from ..tables import (
 )
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
-from .performance import warmed_server, write
 
 FAILED = "failed"  # a level's word on why perf_analyzer gave no measurement (not a column)
 # A level keeps the budget where its p99 does, the load generator sent the offered rate (a
@@ -67,8 +66,8 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
     levels, reports = [], []
     try:
         with open(perf_log, "w") as log, \
-                warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
-                              work) as (server, prov, data_json):
+                serving.warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
+                                      work) as (server, prov, data_json):
             served = prov["server"]["served_by"]
             perf_analyzer.warm_up(_windowed(spec, max(settings["rates"])), "rate", server,
                                   sweep, data_json, work, log)
@@ -97,7 +96,7 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
         "levels": sorted(reports, key=lambda r: r["offered"]),
         "provenance": prov,
     }
-    write(table, result, out_csv, out_json)
+    serving.write(table, result, out_csv, out_json)
     print(max_rate_sentence(found, budget))
 
 

@@ -1,8 +1,8 @@
 """The configuration search (deploybench.search): one point measured, and the search's
 report.
 
-A point is measured as a configuration is (the offline and online steps of
-`performance`, on the point's own model repository), but a point that fails (Triton
+A point is measured as a configuration is (the offline and online sweeps of
+deploybench.sweeps, on the point's own model repository), but a point that fails (Triton
 refuses to load it, perf_analyzer finds no stable measurement, the server dies) does not
 fail its job: its `point.json` records `failed` and the reason, no CSV is left beside it,
 and the search goes on with the other points (Model Analyzer stops its search there).
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 from tritonclient.utils import InferenceServerException
 
-from .. import atomic
+from .. import atomic, sweeps
 from .. import search as configuration_search
 from ..reporting.plots import frontier_plot
 from ..reporting.search_report import search_page
@@ -28,7 +28,6 @@ from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.perf_analyzer import PerfError
 from ..triton.server import ServerError
-from . import performance
 
 P99 = "p99 latency (ms)"
 AVERAGE = "avg latency (ms)"
@@ -66,7 +65,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
     scenario = None
     try:
         for scenario in point["scenarios"]:
-            measure = getattr(performance, scenario)
+            measure = getattr(sweeps, scenario)
             measure(spec, repository, perf_data, accuracy, *files[scenario], *logs[scenario])
     except Exception as err:
         _remove(files)  # no table of a point whose measurement did not finish
