@@ -223,13 +223,33 @@ class Comparison:
 def compare_configuration(folder: Path, setting: str) -> Comparison:
     """Every scenario of the configuration in `folder` against the baseline `setting`."""
     folder = Path(folder)
-    current = {name: baseline.current(folder, name) for name in baseline.SCENARIOS}
+    return compare_measurements(
+        {name: baseline.current(folder, name) for name in baseline.SCENARIOS},
+        {name: baseline.find(folder, name, setting) for name in baseline.SCENARIOS}, setting)
+
+
+def compare_given(given: dict[str, tuple[Path, Path] | None], setting: str,
+                  files: list[Path]) -> Comparison:
+    """Every scenario of a configuration as a step is given it (scenario -> its table and
+    JSON, None where not measured) against the baseline `setting`: their history copies
+    beside them, or `files`, a folder baseline's (baseline.folder_files)."""
+    current = {name: baseline.measured(*given[name]) if given.get(name) else None
+               for name in baseline.SCENARIOS}
+    return compare_measurements(
+        current, {name: baseline.given(name, current[name], setting, files)
+                  for name in baseline.SCENARIOS}, setting)
+
+
+def compare_measurements(current: dict[str, baseline.Measurement | None],
+                         bases: dict[str, baseline.Measurement | None],
+                         setting: str) -> Comparison:
+    """Each scenario's current measurement against its baseline (None: none), and what
+    differs in what they ran on."""
     offline = current["offline"]
     # native's criterion: the offline scenario's (else perf_analyzer's own)
     stability = (json.loads(offline.json.read_text())["perf_analyzer_settings"].get(
         "stability_percentage", PERF_ANALYZER_STABILITY) if offline else PERF_ANALYZER_STABILITY)
-    scenarios = [compare_scenario(name, current[name], baseline.find(folder, name, setting),
-                                  stability)
+    scenarios = [compare_scenario(name, current[name], bases[name], stability)
                  for name in baseline.SCENARIOS]
     result = Comparison(setting, scenarios)
     lists = {}  # (baseline, current) package list hashes -> the scenarios of that pair

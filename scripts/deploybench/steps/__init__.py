@@ -68,8 +68,6 @@ TRIGGERS = {
     "sparse_export": {"data_digest"},
     "floor": {"own_server"},  # empty: refused while planning on a remote server
     "native": {"own_server"},
-    # compare.md reads the configuration's folder, these and their history beside them
-    "configuration_comparison": {"offline_json", "online_json", "native_json", "baseline"},
 }
 
 # The steps that start a server of their own where server.kind is not remote

@@ -71,11 +71,18 @@ def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: P
     _write(out, text)
 
 
-def configuration_comparison(spec: dict, offline: Path, online: Path, native: Path,
-                             out: Path) -> None:
-    """One configuration's compare.md (`offline`, `online`, `native`: its current tables;
-    their JSONs and history beside them)."""
-    comparison = compare.compare_configuration(Path(out).parent, spec["baseline"])
+def configuration_comparison(spec: dict, offline: Path, online: Path | list,
+                             native: Path | list, offline_json: Path,
+                             online_json: Path | list, native_json: Path | list, out: Path,
+                             baseline: list = ()) -> None:
+    """One configuration's compare.md: its current tables and JSONs (online's and
+    native's empty lists where the configuration has none) against compare.baseline,
+    their history copies beside them or `baseline`, a folder baseline's files."""
+    given = {"offline": (offline, offline_json), "online": (online, online_json),
+             "native": (native, native_json)}
+    comparison = compare.compare_given({name: pair if all(pair) else None
+                                        for name, pair in given.items()},
+                                       spec["baseline"], [Path(f) for f in baseline])
     _write(out, compare.render_configuration(spec["title"], comparison))
 
 
