@@ -33,6 +33,37 @@ from .markdown import (
 from .rate import rate_section
 from .served_native import served_vs_native_table
 
+# The sections of a configuration's README that read more than one table: the ensemble's
+# embedding cache, served against native, the identity model's floor
+CACHE_SECTION = """## Embedding cache (sparse model)
+
+Lookups of every table over the server's session (warm-up included), the share served from
+the device cache: each table's most frequent rows in the training split, {fraction:g} of its
+rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
+
+{table}
+
+"""
+NATIVE_SECTION = """\
+The same converted model, runner, batch sizes and precision in-process on the same
+device (`native.csv`), against the offline scenario through Triton: system shared memory
+against the runner with host arrays in and out, CUDA shared memory against it with the
+tensors already on the device (its compute limit).
+
+{ratio}
+
+{table}
+
+First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
+{first_calls}"""
+FLOOR_SECTION = """\
+The same server, scenario and data path with a model that returns zeros at no cost
+(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
+stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
+themselves, apart from the model's compute.
+
+{note}{table}"""
+
 
 def _params_table(rows: list[tuple[str, object]]) -> str:
     return "\n".join(["| Parameter Name | Parameter Value |", "|:---|:---|",
@@ -47,16 +78,8 @@ def _cache_section(run: dict, offline: dict, online: dict) -> str:
             if report.get("embedding_cache")]
     if not rows:
         return ""
-    fraction = run["model"]["ensemble"]["cache_fraction"]
-    return f"""## Embedding cache (sparse model)
-
-Lookups of every table over the server's session (warm-up included), the share served from
-the device cache: each table's most frequent rows in the training split, {fraction:g} of its
-rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
-
-{markdown_table(pd.DataFrame(rows))}
-
-"""
+    return CACHE_SECTION.format(fraction=run["model"]["ensemble"]["cache_fraction"],
+                                table=markdown_table(pd.DataFrame(rows)))
 
 
 def _online_section(run: dict, files: dict, rel: dict) -> str:
@@ -94,17 +117,10 @@ def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
     """Served against native on the same device, or why there is no native figure."""
     if "native" not in files:
         return f"Not measured: {own_server_refusal(run, 'native')}."
-    return f"""The same converted model, runner, batch sizes and precision in-process on the same
-device (`native.csv`), against the offline scenario through Triton: system shared memory
-against the runner with host arrays in and out, CUDA shared memory against it with the
-tensors already on the device (its compute limit).
-
-{served_vs_native_table(files["offline"], files["native"])}
-
-{markdown_table(measured_columns(pd.read_csv(files["native"])))}
-
-First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
-{_first_calls(native_json)}"""
+    return NATIVE_SECTION.format(
+        ratio=served_vs_native_table(files["offline"], files["native"]),
+        table=markdown_table(measured_columns(pd.read_csv(files["native"]))),
+        first_calls=_first_calls(native_json))
 
 
 def _floor_section(run: dict, floor: Path | list) -> str:
@@ -112,12 +128,8 @@ def _floor_section(run: dict, floor: Path | list) -> str:
     if not floor:
         return f"Not measured: {own_server_refusal(run, 'floor')}."
     table = read_perf(floor)
-    return f"""The same server, scenario and data path with a model that returns zeros at no cost
-(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
-stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
-themselves, apart from the model's compute.
-
-{unstable_note(table, run["perf"])}{markdown_table(measured_columns(table))}"""
+    return FLOOR_SECTION.format(note=unstable_note(table, run["perf"]),
+                                table=markdown_table(measured_columns(table)))
 
 
 def _perf_settings(ran: dict) -> str:
