@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from deploybench.measurement.provenance import DifferentDevices  # noqa: E402
-from deploybench.steps.markdown import markdown_table  # noqa: E402
-from deploybench.steps.served_native import served_vs_native  # noqa: E402
+from deploybench.reporting.markdown import markdown_table  # noqa: E402
+from deploybench.reporting.served_native import served_vs_native  # noqa: E402
 from deploybench.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
 
 SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from deploybench import layout  # noqa: E402
 from deploybench.config import Settings, deep_merge  # noqa: E402
-from deploybench.steps.performance import warmed_server  # noqa: E402
+from deploybench.serving import warmed_server  # noqa: E402
 from deploybench.tables import THROUGHPUT  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
 from deploybench.triton import cpp_backend, perf_analyzer  # noqa: E402

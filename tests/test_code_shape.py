@@ -1,5 +1,7 @@
 """The code's shape, as the developers' guide asks it: no file over 500 lines, no function
-over 80 (a page of reading), in the package, the scripts and the tests alike."""
+over 80 (a page of reading), in the package, the scripts and the tests alike; no function
+of the reports over 40; and the import contract broken by an import that points the wrong
+way."""
 
 import ast
 import os
@@ -13,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
+REPORTING = ROOT / "scripts/deploybench/reporting"
+MAX_REPORT_FUNCTION_LINES = 40  # a page's skeleton is a template of its module
 
 
 def _sources() -> list[Path]:
@@ -26,16 +30,28 @@ def test_no_file_is_over_500_lines():
     assert not long, long
 
 
-def test_no_function_is_over_80_lines():
+def _long_functions(paths: list[Path], limit: int) -> dict[str, int]:
     long = {}
-    for path in _sources():
-        if path.suffix != ".py":
-            continue
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES:
+                if lines > limit:
                     long[f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"] = lines
+    return long
+
+
+def test_no_function_is_over_80_lines():
+    long = _long_functions([p for p in _sources() if p.suffix == ".py"], MAX_FUNCTION_LINES)
+    assert not long, long
+
+
+def test_no_report_function_is_over_40_lines():
+    """The reports (deploybench.reporting): each page's skeleton a template string of its
+    module, its sections and rows functions of their own."""
+    paths = sorted(REPORTING.glob("**/*.py"))
+    assert len(paths) > 5, paths
+    long = _long_functions(paths, MAX_REPORT_FUNCTION_LINES)
     assert not long, long
 
 
@@ -44,10 +60,14 @@ def test_no_function_is_over_80_lines():
     ("tables.py", "from deploybench import layout"),  # sideways, the same layer
     ("measurement/nvml.py", "from deploybench.measurement import telemetry"),  # up, inside
     ("served/__init__.py", "from deploybench import tables"),  # served code, the pipeline's
+    ("steps/rate.py", "from deploybench.steps import search"),  # a step importing a step
+    ("reporting/markdown.py", "from deploybench.steps import report"),  # a report, a step
+    ("reporting/plots.py", "from deploybench.triton import perf_analyzer"),  # below, forbidden
 ])
 def test_the_import_contract_fails_on_a_planted_import(tmp_path, module, planted):
     """CI's import contract (pyproject.toml, lint-imports) is broken by one planted import
-    that goes up, sideways within a layer, or from served code into the pipeline."""
+    that goes up, sideways within a layer, from served code into the pipeline, from one
+    step module into another, or from a report into a step or Triton."""
     package = tmp_path / "deploybench"
     shutil.copytree(ROOT / "scripts/deploybench", package,
                     ignore=shutil.ignore_patterns("__pycache__"))

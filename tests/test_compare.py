@@ -1,12 +1,14 @@
 """Regression reports' rules: which baseline a setting picks, the noise of a level and when
 a change counts (the real runs: tests/test_pipeline.py)."""
 
+from pathlib import Path
+
 import pytest
 
 from conftest import main_config
 from deploybench import baseline, layout
 from deploybench.config import ConfigError, check_main
-from deploybench.steps.compare import changed, differences, noise
+from deploybench.reporting.compare import changed, differences, noise
 
 
 def test_a_change_counts_only_where_the_two_ranges_do_not_overlap():
@@ -110,7 +112,7 @@ def test_good_baselines_pass(setting, monkeypatch):
 
 
 def test_two_package_lists_are_diffed_by_name(tmp_path):
-    from deploybench.steps.compare import package_changes
+    from deploybench.reporting.compare import package_changes
 
     folder = tmp_path / "results/packages"
     folder.mkdir(parents=True)
@@ -129,7 +131,7 @@ def test_the_committed_h100_rerun_against_the_earlier_set(monkeypatch):
     the two throughputs and each side's noise, and what the older set did not record (its
     package list, the project's commit, the device) is listed as a difference."""
     from conftest import ROOT
-    from deploybench.steps.compare import compare_configuration
+    from deploybench.reporting.compare import compare_configuration
 
     monkeypatch.chdir(ROOT)
     result = compare_configuration(
@@ -150,6 +152,30 @@ def test_the_committed_h100_rerun_against_the_earlier_set(monkeypatch):
     assert ("not recorded", "GPU-64bf5357-837d-7ab3-6128-159e22e670ae") in \
         result.provenance["device"]
     assert result.packages == ["the baseline recorded no package list (offline, online, native)"]
+
+
+def test_the_comparison_step_reads_the_files_it_is_given(tmp_path, monkeypatch):
+    """configuration_comparison compares the tables and JSONs its rule gives it (and a
+    folder baseline's files, given too): the same report as the configuration's folder
+    read whole, and a scenario not given is not measured, whatever else is on disk."""
+    from conftest import ROOT
+    from deploybench.reporting.compare import compare_configuration, render_configuration
+    from deploybench.steps.report import configuration_comparison
+
+    monkeypatch.chdir(ROOT)
+    folder = ROOT / "results/bert/h100/regression-2026-11-24/torch-compile_fp16"
+    setting = "results/bert/h100/torch-compile-2026-11-24"
+    inputs = {f"{s}{suffix}": folder / f"{s}.{ext}" for s in baseline.SCENARIOS
+              for suffix, ext in (("", "csv"), ("_json", "json"))}
+    spec, out = {"title": "t", "baseline": setting}, tmp_path / "compare.md"
+    given = [Path(f) for f in baseline.folder_files(folder, setting)]
+    configuration_comparison(spec, **inputs, out=out, baseline=given)
+    assert out.read_text() == render_configuration("t", compare_configuration(folder, setting))
+    configuration_comparison(spec, **{**inputs, "native": [], "native_json": []}, out=out,
+                             baseline=[f for f in given if not f.name.startswith("online")])
+    text = out.read_text()
+    assert "## Native\n\nNot measured yet: no `native.csv` and `native.json`." in text
+    assert f"## Online\n\nNo baseline yet: `{setting}` holds no `online.csv`" in text
 
 
 def test_a_history_copy_that_fails_leaves_nothing_that_looks_like_one(tmp_path):

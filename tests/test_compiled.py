@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from conftest import ROOT, check_measurements, snakemake
+from deploybench.reporting.served_native import CONTENDED, served_vs_native
 from deploybench.runners.torchcompile import compiled_buckets
 from deploybench.steps.export import _torch_export
-from deploybench.steps.served_native import CONTENDED, served_vs_native
 
 AOTI = "results/tft-tiny/cpu/aoti_fp32"
 COMPILE = "results/tft-tiny/cpu/torch-compile_fp32"

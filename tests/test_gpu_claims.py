@@ -71,7 +71,7 @@ def result(proc) -> dict:
 
 
 def test_steps_side_by_side_each_get_a_gpu_of_their_key_alone(host):
-    first, second = claim(host, H100, seconds=3), claim(host, H100, seconds=3)
+    first, second = claim(host, H100, seconds=5), claim(host, H100, seconds=5)
     holding = [started(first), started(second)]
     third = claim(host, H100)  # both H100s busy: it waits for one
     a100 = claim(host, A100)
@@ -99,7 +99,7 @@ def test_a_key_whose_gpu_the_host_lacks_or_hides_is_refused(host):
 
 
 def test_a_conversion_takes_a_free_gpu_without_holding_it_and_the_cpu_key_its_cpus(host):
-    measuring = claim(host, H100, seconds=3)
+    measuring = claim(host, H100, seconds=5)
     held = started(measuring)["device"]
     conversion = result(claim(host, H100, hold=False))  # at once, beside the measurement
     assert conversion["device"] == (H100S - {held}).pop() and conversion["waited_s"] == 0
@@ -110,7 +110,7 @@ def test_a_conversion_takes_a_free_gpu_without_holding_it_and_the_cpu_key_its_cp
 
 def test_side_by_side_steps_are_pinned_to_their_gpus_shares_of_the_cpus(host):
     cpus = set(os.sched_getaffinity(0))
-    both = [claim(host, H100, seconds=2) for _ in range(2)]
+    both = [claim(host, H100, seconds=5) for _ in range(2)]
     got = [started(p) for p in both]
     for p in both:
         p.wait(timeout=60)

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from deploybench.steps.headline import configuration_headline, configuration_lines, model_lines
-from deploybench.steps.model_report import _dated_line, dated_sets_table
-from deploybench.steps.plots import pareto_front
-from deploybench.steps.served_native import served_vs_native, served_vs_native_table
+from deploybench.reporting.headline import configuration_headline, configuration_lines, model_lines
+from deploybench.reporting.model_report import _dated_line, dated_sets_table
+from deploybench.reporting.plots import pareto_front
+from deploybench.reporting.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import COMPONENT_SUM, SHARED_MEMORY, THROUGHPUT
 
 PROV = {"device": "cpu", "server": {"served_by": "deploybench"}}
@@ -199,7 +199,7 @@ def test_the_front_page_lists_each_model_with_its_headline_and_links(tmp_path, m
 def test_the_report_says_how_perf_analyzer_windowed_a_scenario():
     """From the settings a scenario's JSON recorded (count windows: the count it ran, raised
     to a third of perf.min_requests online; time windows: their length)."""
-    from deploybench.steps.configuration_report import _perf_settings
+    from deploybench.reporting.configuration_report import _perf_settings
 
     ran = {"protocol": "http", "shared_memory": ["system"], "warmup_windows": 2,
            "measurement_mode": "count_windows", "measurement_interval_ms": 250,

@@ -26,7 +26,7 @@ from conftest import (
     snakemake,
 )
 from deploybench.measurement.device import gpu_names
-from deploybench.steps.markdown import markdown_table
+from deploybench.reporting.markdown import markdown_table
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.tables import THROUGHPUT, measured_columns
 from deploybench.triton import config as triton_config

@@ -28,7 +28,7 @@ from conftest import (
     tiny_models,
 )
 from deploybench.measurement import host_load, provenance
-from deploybench.steps.served_native import served_vs_native, served_vs_native_table
+from deploybench.reporting.served_native import served_vs_native, served_vs_native_table
 from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
 from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config

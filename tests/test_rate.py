@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY, copy_build, snakemake
+from deploybench.reporting.rate import max_rate_sentence
 from deploybench.steps import rate as rate_step
 from deploybench.tables import TAIL_REQUESTS
 from deploybench.triton import config as triton_config
@@ -223,4 +224,4 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
                                            rate_step.FAILED: failed}]
     found = rate_step._bisect(levels, None, steps=0, budget=20)
     assert found["bracket"] == [1000, 6000] and found["beyond"] == failed
-    assert rate_step._max_rate_sentence(found, 20).endswith(f"6000 requests/s {failed}.")
+    assert max_rate_sentence(found, 20).endswith(f"6000 requests/s {failed}.")

@@ -122,7 +122,7 @@ Our results were obtained using the following configuration:
 
 
 def test_committed_gpu_results_sit_beside_the_published_rows():
-    from deploybench.steps.reference import reference_comparison
+    from deploybench.reporting.reference import reference_comparison
 
     configs = sorted((ROOT / "results" / "tft" / "h100").glob("*/README.md"))
     table = reference_comparison(configs, ROOT / "config/reference/tables.csv",
@@ -135,7 +135,7 @@ def test_committed_gpu_results_sit_beside_the_published_rows():
 
 def test_numeric_filters_match_the_tables_numbers():
     """FastPitch narrows its document by sequence_length: 128 in YAML, 128.0 in the CSV."""
-    from deploybench.steps.reference import reference_comparison
+    from deploybench.reporting.reference import reference_comparison
 
     configs = sorted((ROOT / "results" / "fastpitch" / "h100").glob("*/README.md"))
     table = reference_comparison(configs, ROOT / "config/reference/tables.csv",
@@ -149,7 +149,7 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
     import yaml
 
     from deploybench.config import Settings
-    from deploybench.steps.model_report import model_report
+    from deploybench.steps.report import model_report
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     reference = settings.reference("bert")
@@ -179,7 +179,7 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
 
 
 def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():
-    from deploybench.steps.reference import reference_latencies
+    from deploybench.reporting.reference import reference_latencies
     from deploybench.tables import COMPONENTS, read_perf
 
     folder = ROOT / "results" / "tft" / "h100" / "ts-trace-cg_fp16"
@@ -212,7 +212,7 @@ def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():
 
 
 def test_settings_of_the_published_tables_sit_beside_what_ran():
-    from deploybench.steps.reference import reference_settings
+    from deploybench.reporting.reference import reference_settings
 
     folder = ROOT / "results" / "tft" / "h100" / "ts-trace-cg_fp16"
     table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
@@ -235,8 +235,8 @@ def test_reports_show_the_export_precision_a_configuration_ran(tmp_path):
     model report's Export column and the settings beside the published ones read it."""
     import shutil
 
-    from deploybench.steps.model_report import model_report
-    from deploybench.steps.reference import reference_settings
+    from deploybench.reporting.reference import reference_settings
+    from deploybench.steps.report import model_report
 
     folder = tmp_path / "bert" / "h100" / "trt_fp16"
     shutil.copytree(ROOT / "results" / "bert" / "h100" / "ts-trace_fp16", folder)
@@ -260,7 +260,7 @@ def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():
     import yaml
 
     from deploybench.config import Settings
-    from deploybench.steps.reference import frontier_lines
+    from deploybench.reporting.reference import frontier_lines
     from deploybench.tables import COMPONENTS, read_perf
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
@@ -284,7 +284,7 @@ def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():
 def test_the_model_report_lists_the_dated_sets_with_what_each_measured():
     """The committed H100 sets beside TFT's configuration folders: a row per configuration
     of a set with its best figures from its own tables, a probe without one in one row."""
-    from deploybench.steps.model_report import dated_sets_table
+    from deploybench.reporting.model_report import dated_sets_table
 
     sets = dated_sets_table(ROOT / "results/tft/README.md")
     online = sets[sets["Set"].str.startswith("[online-2026-11-24]")].iloc[0]
@@ -345,7 +345,7 @@ def test_cpu_results_sit_beside_the_published_rows_with_the_hardware_said(tmp_pa
     import yaml
 
     from deploybench.config import Settings
-    from deploybench.steps.model_report import model_report
+    from deploybench.steps.report import model_report
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     configs = sorted((ROOT / "results" / "dlrm" / "cpu").glob("*/README.md"))

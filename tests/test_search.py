@@ -19,10 +19,10 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from conftest import ROOT, copy_build, main_config, planned_jobs, snakemake
-from deploybench import search
+from deploybench import search, sweeps
 from deploybench.config import ConfigError, Settings
-from deploybench.steps import performance
-from deploybench.steps.search import search_point, summary
+from deploybench.reporting.search_report import summary
+from deploybench.steps.search import search_point
 from deploybench.triton.install import InstallMissing
 from deploybench.triton.perf_analyzer import PerfError
 from deploybench.triton.server import ServerError
@@ -179,7 +179,7 @@ def test_the_best_point_is_the_fastest_within_the_budget():
 
 
 def test_the_search_readme_says_which_levels_a_score_comes_from():
-    from deploybench.steps.search import _within
+    from deploybench.reporting.search_report import _within
 
     point = _levels((1, 950.0, 4.725), (4, 1751.0, 7.215))
     assert _within(point, 5, "interpolated") == (
@@ -236,7 +236,7 @@ def test_only_a_points_own_failure_is_recorded(tmp_path, monkeypatch, error, rec
         (tmp_path / "online.csv").write_text("partial")  # a failed run's leftovers
         raise error
 
-    monkeypatch.setattr(performance, "online", online)
+    monkeypatch.setattr(sweeps, "online", online)
     spec = {"search_point": {"name": "i2", "values": {"instances": 2}, "scenarios": ["online"]},
             "model": {"triton": TRITON}, "key": {"model": "m"}}
     repository = tmp_path / "model_repository"
@@ -371,7 +371,7 @@ def test_a_bad_search_stops_the_run_before_any_job(work, tmp_path):
 
 
 def test_the_model_report_lists_the_searches_on_disk(tmp_path):
-    from deploybench.steps.model_report import _search_peak, searches_table
+    from deploybench.reporting.model_report import _search_peak, searches_table
 
     folder = tmp_path / "results/m/h100/aoti-cg_fp16/search"
     folder.mkdir(parents=True)

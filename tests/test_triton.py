@@ -149,7 +149,7 @@ def test_online_windows_hold_min_requests_and_are_lengthened_to_min_duration(mod
     """Count windows are raised to a third of perf.min_requests online (not offline); a
     level whose kept windows fell short of min_requests or min_duration_s is measured
     again with windows long enough for both at the rate it measured."""
-    from deploybench.steps.performance import _lengthened
+    from deploybench.sweeps import _lengthened
     from deploybench.tail import KEPT_WINDOWS
     from deploybench.triton import perf_analyzer
 

@@ -64,14 +64,19 @@ def _from_history(csv: Path, stamp: str) -> Measurement | None:
     return Measurement(copy_csv, copy_json, _history_label(json, stamp))
 
 
+def measured(csv: Path, json: Path) -> Measurement:
+    """A current measurement, its table and JSON; its label names its history copy where
+    it has one."""
+    stamp = _stamp_of(json, layout.history_copies(json))
+    return Measurement(csv, json, _history_label(json, stamp) if stamp else json.name)
+
+
 def current(folder: Path, scenario: str) -> Measurement | None:
-    """The configuration's current measurement of `scenario` (None before one exists);
-    its label names its history copy where it has one."""
+    """The configuration's current measurement of `scenario` (None before one exists)."""
     csv, json = folder / f"{scenario}.csv", folder / f"{scenario}.json"
     if not (csv.is_file() and json.is_file()):
         return None
-    stamp = _stamp_of(json, layout.history_copies(json))
-    return Measurement(csv, json, _history_label(json, stamp) if stamp else json.name)
+    return measured(csv, json)
 
 
 def find(folder: Path, scenario: str, setting: str) -> Measurement | None:
@@ -84,7 +89,24 @@ def find(folder: Path, scenario: str, setting: str) -> Measurement | None:
         csv, json = base / f"{scenario}.csv", base / f"{scenario}.json"
         return Measurement(csv, json, base.as_posix()) if csv.is_file() and json.is_file() \
             else None
-    json = folder / f"{scenario}.json"
+    return in_history_of(folder / f"{scenario}.csv", folder / f"{scenario}.json", setting)
+
+
+def given(scenario: str, current: Measurement | None, setting: str,
+          files: list[Path]) -> Measurement | None:
+    """The baseline of a configuration's `scenario` from what a step is given: its current
+    measurement's history copies (`previous` or a stamp), or among `files`, a folder
+    baseline's (folder_files), the two named as the scenario; None where it has none yet."""
+    if in_history(setting):
+        return in_history_of(current.csv, current.json, setting) if current else None
+    named = {Path(f).name: Path(f) for f in files}
+    csv, json = named.get(f"{scenario}.csv"), named.get(f"{scenario}.json")
+    return Measurement(csv, json, csv.parent.as_posix()) if csv and json else None
+
+
+def in_history_of(csv: Path, json: Path, setting: str) -> Measurement | None:
+    """The baseline `setting` (`previous` or a stamp) of measurement `csv`, `json` among
+    their history copies, or None where they have none."""
     copies = layout.history_copies(json)
     if setting == PREVIOUS:
         # the copy before the current one; all of them where the current has none (it was
@@ -94,7 +116,7 @@ def find(folder: Path, scenario: str, setting: str) -> Measurement | None:
     else:
         earlier = [s for s in copies if s <= setting]
     for stamp in reversed(earlier):  # the newest with both its files
-        found = _from_history(folder / f"{scenario}.csv", stamp)
+        found = _from_history(csv, stamp)
         if found:
             return found
     return None

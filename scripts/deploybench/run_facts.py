@@ -1,9 +1,13 @@
 """Facts of a resolved run (config.Settings.run) that rules, steps and reports ask alike:
-whether it is measured online, and in which shared-memory modes offline."""
+whether it is measured online, in which shared-memory modes offline, how it warms up."""
 
 from __future__ import annotations
 
 from .backends import is_ensemble
+
+# The warm-up's levels where a scenario names none: its largest batch at its highest
+# concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).
+DEFAULT_WARMUP_LEVELS = (("max", "max"),)
 
 
 def online_refusal(run: dict) -> str | None:

@@ -1,21 +1,29 @@
 """A running Triton with a run's model loaded, for the steps that measure on it
-(accuracy, offline, online): device check, install, scenario, server, provenance."""
+(accuracy, offline, online, rate, floor): device check, install, scenario, server,
+provenance; warmed up as a scenario measures it (warmed_server); a scenario's table and
+JSON written whole, with their dated copies (write)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import tritonclient.http as httpclient
 
-from . import artifacts, atomic, layout
+from . import artifacts, atomic, deployments, layout
 from .measurement import device, isolation, locks, provenance
+from .tensors import numpy_dtype
 from .triton import config as triton_config
-from .triton import install
+from .triton import install, perf_analyzer
+from .triton.client import warm_up
 from .triton.perf_analyzer import FOREIGN
 from .triton.remote import RemoteServer
 from .triton.server import TritonServer, server_flags
@@ -124,3 +132,90 @@ def formed_since(server: TritonServer, model: str, before: dict[int, int]) -> di
 def cache_report(server: TritonServer) -> dict:
     """The sparse model's hit-rate counters of an ensemble (empty for a single model)."""
     return artifacts.cache_report(server.metrics())
+
+
+def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> None:
+    """A scenario's table and JSON, both whole or neither, and their dated copies."""
+    with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
+        table.round(4).to_csv(tmp_csv, index=False)
+        tmp_json.write_text(atomic.json_text(report))
+    archive(out_csv, out_json)
+    print(table.to_string(index=False))
+
+
+@contextmanager
+def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
+                  perf_data: Path, server_log: Path, work: Path,
+                  instances: int | None = None) -> Iterator[tuple]:
+    """The configuration's model served as the scenario measures it, every batch the sweep
+    can send (or the dynamic batcher form) warmed up on every instance at once, twice, so
+    that no instance compiles or captures a CUDA graph inside a measurement window. Yields
+    the server, its provenance and the perf data narrowed to the served inputs."""
+    perf_analyzer.check_fits(spec, sweep)  # before a server starts
+    with served(spec, config_pbtxt, server_log,
+                        static_batching=scenario == "offline") as (server, prov):
+        names = triton_config.served_inputs(config_pbtxt)
+        data_json = _served_data(perf_data, names, work)
+        # a batch inside the tensors (ensemble): its samples made into the request
+        encode = artifacts.of(spec).request_encoder(spec, config_pbtxt) if sweep[0].shapes else None
+        inputs = _warmup_inputs(perf_data if encode else data_json, spec)
+        models_of = {}  # batch -> the models measured at it (the floor's: one a backend)
+        for row in sweep:
+            models_of.setdefault(row.batch, {})[row.model] = None
+        batches = _warm_up_batches(spec, scenario, sweep)
+        if prov["server"].get("kind") == "remote":  # its batches, within its max batch
+            batches = _within_remote(sorted(models_of), prov["server"])
+        for batch in batches:
+            for model in models_of.get(batch, [sweep[-1].model]):
+                warm_up(server.grpc_url, spec, [np.repeat(a, batch, axis=0) for a in inputs],
+                        names, instances or spec["model"]["triton"]["instances"],
+                        name=server.served_name(model), encode=encode, version=server.version)
+        yield server, prov, data_json
+
+
+def _within_remote(batches: list[int], server: dict) -> list[int]:
+    """The batches a sweep sends, refused early where a remote model cannot take them."""
+    top = server["max_batch_size"]
+    over = [b for b in batches if top and b > top]
+    if over:
+        raise ValueError(f"remote model '{server['model']}' at {server['http_url']} takes "
+                         f"batches up to {top}; the sweep sends {over}: lower the scenario's "
+                         "batch sizes or serve a deployment with a larger max_batch_size")
+    return batches
+
+
+def _warm_up_batches(spec: dict, scenario: str, sweep: list) -> list[int]:
+    """The measured batch sizes; online also every power of two from the request's batch
+    up to the max batch size, the batches (and padded buckets) the dynamic batcher can
+    form: a bucket's first call inside a window compiles or records a graph there (on an
+    H100, torch-compile's first batch of 128 took 118 s and the level never stabilised)."""
+    batches = {row.batch for row in sweep}
+    if scenario == "online":  # up to the max batch of the deployment online sends to
+        top = deployments.for_scenario(spec, scenario, min(batches)).max_batch_size
+        batches |= {b for b in (2**i for i in range(top.bit_length() + 1))
+                    if min(batches) < b < top} | {top}
+    return sorted(batches)
+
+
+def _served_data(data_json: Path, names: list[str], work: Path) -> Path:
+    """The perf data narrowed to the inputs the served config takes (an onnxruntime
+    config lists only the graph's inputs); the file itself when it takes them all."""
+    data = json.loads(Path(data_json).read_text())
+    if all(set(entry) <= set(names) for entry in data["data"]):
+        return data_json
+    narrowed = work / "perf_data.json"
+    narrowed.write_text(json.dumps(
+        {"data": [{k: v for k, v in entry.items() if k in names} for entry in data["data"]]}))
+    return narrowed
+
+
+def _warmup_inputs(data_json: Path, run: dict) -> list[np.ndarray]:
+    """The first sample of the perf data, as batch-1 arrays (a zero-size placeholder for
+    an input the served config does not take: the warm-up skips it)."""
+    first = json.loads(Path(data_json).read_text())["data"][0]
+    return [
+        np.asarray(first[t["name"]]["content"], dtype=numpy_dtype(t["dtype"]))
+        .reshape([1, *first[t["name"]]["shape"]])
+        if t["name"] in first else np.zeros((1, 0))
+        for t in run["model"]["inputs"]
+    ]

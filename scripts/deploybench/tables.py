@@ -53,6 +53,14 @@ def tail_row(requests: int, seconds: float, percentiles_ms: dict) -> dict:
             P99_CI[0]: percentiles_ms["p99"]["ci95"][0],
             P99_CI[1]: percentiles_ms["p99"]["ci95"][1]}
 
+# rate.csv (the rate scenario, deploybench.steps.rate): offered, the setting; sent, what
+# perf_analyzer's schedule (a seeded Poisson draw) sent over its kept windows; achieved,
+# what was answered, from the first send to the last answer
+OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"
+WITHIN = "Within budget"
+RATE_COLUMNS = ["Batch", "Distribution", OFFERED, SENT, ACHIEVED, THROUGHPUT, *TAIL_COLUMNS, WITHIN,
+                *LATENCY_COLUMNS, SHARED_MEMORY, SERVED_BY, STABLE, WINDOW_SPREAD]
+
 # native.csv: host arrays in and out (what the python backend's runner does), and for a
 # torch runner on a GPU the same with inputs and outputs already on the device
 DEVICE_THROUGHPUT = f"device-resident {THROUGHPUT}"

@@ -48,17 +48,17 @@ STEPS = {
     "search_repository": "model_repository:model_repository",
     "search_point": "search:search_point",
     "search_report": "search:search_report",
-    "plots": "plots:plots",
-    "online_plot": "plots:online_plot",
-    "rate_plot": "plots:rate_plot",
-    "configuration_report": "configuration_report:configuration_report",
-    "model_report": "model_report:model_report",
-    "configuration_comparison": "compare:configuration_comparison",
-    "model_comparison": "compare:model_comparison",
-    "configuration_html": "html_page:html_page",
-    "model_html": "html_page:html_page",
-    "configuration_comparison_html": "html_page:html_page",
-    "model_comparison_html": "html_page:html_page",
+    "plots": "report:plots",
+    "online_plot": "report:online_plot",
+    "rate_plot": "report:rate_plot",
+    "configuration_report": "report:configuration_report",
+    "model_report": "report:model_report",
+    "configuration_comparison": "report:configuration_comparison",
+    "model_comparison": "report:model_comparison",
+    "configuration_html": "report:html_page",
+    "model_html": "report:html_page",
+    "configuration_comparison_html": "report:html_page",
+    "model_comparison_html": "report:html_page",
 }
 
 
@@ -70,8 +70,6 @@ TRIGGERS = {
     "sparse_export": {"data_digest"},
     "floor": {"own_server"},  # empty: refused while planning on a remote server
     "native": {"own_server"},
-    # compare.md reads the configuration's folder, these and their history beside them
-    "configuration_comparison": {"offline_json", "online_json", "native_json", "baseline"},
 }
 
 # The steps that start a server of their own where server.kind is not remote

@@ -9,7 +9,6 @@ latency at R requests a second, and how many before the budget breaks".
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import time
@@ -21,36 +20,31 @@ from .. import deployments, serving, tail
 from ..measurement import telemetry
 from ..measurement.host_load import HostLoad
 from ..measurement.progress import Progress
+from ..reporting.rate import max_rate_sentence
 from ..scenarios import rate_refusal
 from ..tables import (
+    ACHIEVED,
     EVERY,
-    LATENCY_COLUMNS,
+    OFFERED,
     P99_CI,
+    RATE_COLUMNS,
+    SENT,
     SERVED_BY,
     SHARED_MEMORY,
     STABLE,
-    TAIL_COLUMNS,
     THROUGHPUT,
-    WINDOW_SPREAD,
+    WITHIN,
     require_accurate,
     tail_row,
 )
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
-from .markdown import batches_formed, markdown_table
-from .performance import warmed_server, write
 
-# offered: the setting; sent: what perf_analyzer's schedule (a seeded Poisson draw) sent
-# over its kept windows; achieved: what was answered, from the first send to the last answer
-OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"
-WITHIN = "Within budget"
 FAILED = "failed"  # a level's word on why perf_analyzer gave no measurement (not a column)
 # A level keeps the budget where its p99 does, the load generator sent the offered rate (a
 # client that falls behind tests a lower one) and the server kept up: answered at least this
 # share of the rate the requests were sent at (a backlog grows otherwise)
 SUSTAINED = 0.95
-RATE_COLUMNS = ["Batch", "Distribution", OFFERED, SENT, ACHIEVED, THROUGHPUT, *TAIL_COLUMNS, WITHIN,
-                *LATENCY_COLUMNS, SHARED_MEMORY, SERVED_BY, STABLE, WINDOW_SPREAD]
 
 
 def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
@@ -72,8 +66,8 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
     levels, reports = [], []
     try:
         with open(perf_log, "w") as log, \
-                warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
-                              work) as (server, prov, data_json):
+                serving.warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
+                                      work) as (server, prov, data_json):
             served = prov["server"]["served_by"]
             perf_analyzer.warm_up(_windowed(spec, max(settings["rates"])), "rate", server,
                                   sweep, data_json, work, log)
@@ -102,8 +96,8 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
         "levels": sorted(reports, key=lambda r: r["offered"]),
         "provenance": prov,
     }
-    write(table, result, out_csv, out_json)
-    print(_max_rate_sentence(found, budget))
+    serving.write(table, result, out_csv, out_json)
+    print(max_rate_sentence(found, budget))
 
 
 def _windowed(spec: dict, offered: float) -> dict:
@@ -228,39 +222,3 @@ def _bisect(levels: list[dict], measure, steps: int, budget: float) -> dict:
             "p99_ci95_ms": [best[P99_CI[0]], best[P99_CI[1]]] if best else None,
             "throughput": best[THROUGHPUT] if best else None,
             "bracketed": low is not None and high is not None}
-
-
-def _max_rate_sentence(found: dict, budget: float) -> str:
-    low, high = found["bracket"]
-    beyond = found.get("beyond", "did not keep it")  # a rate.json of before 2026-11-27
-    if low is None:
-        return (f"No rate measured kept p99 within {budget:g} ms (the lowest, "
-                f"{high:g} requests/s, {beyond}): lower rate.rates.")
-    if high is None:
-        return (f"Every rate measured kept p99 within {budget:g} ms: the maximum is above "
-                f"{low:g} requests/s (p99 {found['p99_ms']:.3g} ms); raise rate.rates.")
-    return (f"Maximum rate with p99 within {budget:g} ms: {low:g} requests/s "
-            f"({found['throughput']:.5g} inferences/s, p99 {found['p99_ms']:.3g} ms, 95 % interval "
-            f"{found['p99_ci95_ms'][0]:.3g}-{found['p99_ci95_ms'][1]:.3g}); {high:g} "
-            f"requests/s {beyond}.")
-
-
-def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
-    """The configuration report's rate section: the maximum rate within the budget, the
-    levels, the plot (relative link `plot`) and the batches Triton formed at each level."""
-    settings = run["model"]["rate"]
-    result = json.loads(Path(rate_json).read_text())
-    table = pd.read_csv(rate_csv)
-    shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
-                                ("avg latency (ms)", "p99 latency (ms)")])
-    return (f"Open loop: requests of batch {settings['batch_size']} arriving at each offered "
-            f"rate ({settings['distribution']} arrivals), on the online deployment. The "
-            f"percentiles are every request's of the windows perf_analyzer kept (at least "
-            f"{settings['min_requests']} a level), with 95 % bootstrap intervals; `p99 "
-            f"latency (ms)` is perf_analyzer's own.\n\n"
-            f"**{_max_rate_sentence(result['max_rate_within_budget'], settings['p99_budget_ms'])}**"
-            f"\n\n![Latency vs offered rate]({plot})\n\n{markdown_table(shown)}\n\n"
-            f"Executions by the batch size Triton's dynamic batcher formed (preferred sizes "
-            f"{run['model']['triton']['preferred_batch_sizes']}, queue delay "
-            f"{run['model']['triton']['max_queue_delay_us']} µs):\n\n"
-            f"{batches_formed(result['levels'], 'offered', OFFERED)}\n")

@@ -1,8 +1,8 @@
 """The configuration search (deploybench.search): one point measured, and the search's
 report.
 
-A point is measured as a configuration is (the offline and online steps of
-`performance`, on the point's own model repository), but a point that fails (Triton
+A point is measured as a configuration is (the offline and online sweeps of
+deploybench.sweeps, on the point's own model repository), but a point that fails (Triton
 refuses to load it, perf_analyzer finds no stable measurement, the server dies) does not
 fail its job: its `point.json` records `failed` and the reason, no CSV is left beside it,
 and the search goes on with the other points (Model Analyzer stops its search there).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import shutil
 import traceback
 from pathlib import Path
@@ -20,16 +19,15 @@ from pathlib import Path
 import pandas as pd
 from tritonclient.utils import InferenceServerException
 
-from .. import atomic
+from .. import atomic, sweeps
 from .. import search as configuration_search
-from ..search import at_budget, peak
+from ..reporting.plots import frontier_plot
+from ..reporting.search_report import search_page
 from ..tables import STABLE, THROUGHPUT, read_perf
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.perf_analyzer import PerfError
 from ..triton.server import ServerError
-from . import performance
-from .plots import frontier_plot
 
 P99 = "p99 latency (ms)"
 AVERAGE = "avg latency (ms)"
@@ -67,7 +65,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
     scenario = None
     try:
         for scenario in point["scenarios"]:
-            measure = getattr(performance, scenario)
+            measure = getattr(sweeps, scenario)
             measure(spec, repository, perf_data, accuracy, *files[scenario], *logs[scenario])
     except Exception as err:
         _remove(files)  # no table of a point whose measurement did not finish
@@ -137,117 +135,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     }
     with atomic.output(out_json) as tmp:
         tmp.write_text(atomic.json_text(summary))
-    text = _readme(spec, results, within, fastest, chosen, config_pbtxt.read_text(),
-                   out.parent, frontier)
+    text = search_page(spec, results, within, fastest, chosen, config_pbtxt.read_text(),
+                       out.parent, frontier)
     with atomic.output(out) as tmp:
         tmp.write_text(text)
-
-
-def _seed(results: dict, seed: str, chosen: str) -> str:
-    """The seed's point as measured by this search (its online peak and its p99), and the
-    winner's peak against it."""
-    if seed not in results:
-        return "not measured by this search"
-    if results[seed]["status"] != configuration_search.OK:
-        return "failed"
-    own, won = peak(results[seed], None), peak(results[chosen], None)
-    return (f"online peak {_level(own)}; the winner's peak is "
-            f"{won['throughput'] / own['throughput']:.2f}x its throughput, at "
-            f"{won['p99_ms'] / own['p99_ms']:.2f}x its p99")
-
-
-def _level(row: dict | None) -> str:
-    """A level as measured, or the throughput at the budget interpolated between two."""
-    if row is None:
-        return "none"
-    if "between" in row:
-        low, high = row["between"]
-        return (f"≈{row['throughput']:,.0f} inf/s at p99 {row['p99_ms']:g} ms, interpolated "
-                f"between concurrency {low} and {high}")
-    return (f"{row['throughput']:,.0f} inf/s at concurrency {row['concurrency']} "
-            f"(p99 {row['p99_ms']:.2f} ms)")
-
-
-def _within(result: dict, budget: float | None, rank: str) -> str:
-    """A point's throughput within the budget as ranked, and its best level measured
-    within it where the ranking interpolated."""
-    ranked = at_budget(result, budget, rank)
-    if ranked is None or "between" not in ranked:
-        return _level(ranked)
-    return f"{_level(ranked)}; measured: {_level(peak(result, budget))}"
-
-
-def _readme(spec: dict, results: dict, within: str | None, fastest: str, chosen: str,
-            config_text: str, folder: Path, frontier: Path) -> str:
-    search, key = spec["search"], spec["key"]
-    budget, rank = search.get("p99_budget_ms"), search["rank"]
-    dims = list(configuration_search.lists(search))
-    budget_text = f"p99 ≤ {budget} ms" if budget is not None else "no budget set"
-    ranking = {"interpolated": "throughput at the budget, interpolated in p99 between the "
-               "last level within it and the next beyond it where that is higher than the "
-               "best level measured within it (marked ≈)",
-               "measured": "the best level measured within the budget"}[rank]
-    out = [
-        f"# Configuration search: {key['model']} {key['gpu']} "
-        f"{key['backend']}_{key['precision']}", "",
-        f"Strategy **{search['strategy']}**: {len(spec['points'])} of the grid's "
-        f"{len(spec['grid'])} points measured (seed configuration: `{spec['seed']}`); "
-        f"latency budget: {budget_text} (online); ranked by `{rank}`: {ranking}.", "",
-        "| dimension | values |", "|---|---|",
-        *(f"| {d} | {', '.join(map(str, v))} |"
-          for d, v in configuration_search.lists(search).items()),
-        "",
-        "## Best configuration", "",
-        f"- best within the budget ({budget_text}): "
-        + (f"`{within}`: {_within(results[within], budget, rank)}" if within
-           else "no measured point has an online level within the budget"),
-        f"- best throughput overall: `{fastest}`: {_level(peak(results[fastest], None))}",
-        f"- the configuration's own values (`{spec['seed']}`): "
-        + _seed(results, spec["seed"], chosen),
-        f"- winner (deploy this): `{chosen}`, its config as `winner/config.pbtxt`:", "",
-        "```protobuf", config_text.rstrip(), "```", "",
-        "## Points", "",
-        "| point | " + " | ".join(dims) + " | status | online peak inf/s | p99 at peak (ms) "
-        "| best within budget | offline peak inf/s |",
-        "|---|" + "---|" * len(dims) + "---|---:|---:|---|---:|",
-    ]
-    for name in spec["points"]:
-        result = results[name]
-        values = " | ".join(_value(result["values"][d]) for d in dims)
-        if result["status"] != configuration_search.OK:
-            reason = " ".join(summary(result["reason"])[:2])[:300].replace("|", "/")
-            out.append(f"| [{name}]({name}/point.json) | {values} | failed ({reason}) | | | | |")
-            continue
-        top = peak(result, None)
-        offline = max((r["throughput"] for r in result.get("offline", [])), default=None)
-        offline = "not measured" if offline is None else f"{offline:,.0f}"
-        out.append(f"| [{name}]({name}/point.json) | {values} | ok | {top['throughput']:,.0f} "
-                   f"| {top['p99_ms']:.2f} | {_within(result, budget, rank)} | {offline} |")
-    failed = [n for n in spec["points"] if results[n]["status"] != configuration_search.OK]
-    out += ["", "## Frontier", "",
-            f"![online frontier]({frontier.relative_to(folder).as_posix()})", "",
-            "Online throughput against p99 and average latency, one line per measured point "
-            "(a marker per concurrency level).", ""]
-    if failed:
-        out += ["## Failed points", "",
-                "Recorded, not retried; the search went on without them.", ""]
-        for name in failed:
-            out += [f"### {name} ({results[name]['scenario']})", "", "```",
-                    *summary(results[name]["reason"]), "```",
-                    f"(in full: [{name}/point.json]({name}/point.json), its logs in "
-                    f"`{name}/logs/`)", ""]
-    return "\n".join(out)
-
-
-def summary(reason: str) -> list[str]:
-    """The lines of a failed point's reason that say why: its first, then the server's
-    error lines (Triton's `E<date>` log lines, `error: ...`), or else the lines that
-    follow it (perf_analyzer's message)."""
-    lines = reason.strip().splitlines()
-    errors = [re.sub(r"^E\d{4} [\d:.]+ \d+ \S+\] ", "", line) for line in lines[1:]
-              if re.match(r"E\d{4} |error: ", line)]
-    return [lines[0], *(errors or lines[1:9])]
-
-
-def _value(value) -> str:
-    return " ".join(map(str, value)) if isinstance(value, list) else str(value)

@@ -28,7 +28,7 @@ import psutil
 
 from .. import deployments
 from ..measurement.isolation import SHM
-from ..run_facts import shared_memory_modes
+from ..run_facts import DEFAULT_WARMUP_LEVELS, shared_memory_modes
 from ..tables import (
     COMPONENT_SUM,
     COMPONENTS,
@@ -426,11 +426,6 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
         log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
         log.flush()
         server.ensure_alive()
-
-
-# The warm-up's levels where a scenario names none: its largest batch at its highest
-# concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).
-DEFAULT_WARMUP_LEVELS = (("max", "max"),)
 
 
 def warmup_rows(run: dict, scenario: str, sweep: list[Row]) -> list[Row]:

@@ -1,5 +1,5 @@
 """A configuration's README in the reference documents' format: its headline first
-(steps.headline), then its settings, tables, plots and provenance."""
+(reporting.headline), then its settings, tables, plots and provenance."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, source_model, tail
+from .. import tail
 from ..backends import export_precision
 from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
@@ -22,9 +22,47 @@ from ..tables import (
     read_perf,
 )
 from .headline import configuration_headline, configuration_lines, served_by
-from .markdown import batches_formed, markdown_table, shared_memory, warm_up, windows
+from .markdown import (
+    PERF_ANALYZER_STABILITY,
+    batches_formed,
+    markdown_table,
+    shared_memory,
+    warm_up,
+    windows,
+)
 from .rate import rate_section
 from .served_native import served_vs_native_table
+
+# The sections of a configuration's README that read more than one table: the ensemble's
+# embedding cache, served against native, the identity model's floor
+CACHE_SECTION = """## Embedding cache (sparse model)
+
+Lookups of every table over the server's session (warm-up included), the share served from
+the device cache: each table's most frequent rows in the training split, {fraction:g} of its
+rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
+
+{table}
+
+"""
+NATIVE_SECTION = """\
+The same converted model, runner, batch sizes and precision in-process on the same
+device (`native.csv`), against the offline scenario through Triton: system shared memory
+against the runner with host arrays in and out, CUDA shared memory against it with the
+tensors already on the device (its compute limit).
+
+{ratio}
+
+{table}
+
+First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
+{first_calls}"""
+FLOOR_SECTION = """\
+The same server, scenario and data path with a model that returns zeros at no cost
+(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
+stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
+themselves, apart from the model's compute.
+
+{note}{table}"""
 
 
 def _params_table(rows: list[tuple[str, object]]) -> str:
@@ -40,16 +78,8 @@ def _cache_section(run: dict, offline: dict, online: dict) -> str:
             if report.get("embedding_cache")]
     if not rows:
         return ""
-    fraction = run["model"]["ensemble"]["cache_fraction"]
-    return f"""## Embedding cache (sparse model)
-
-Lookups of every table over the server's session (warm-up included), the share served from
-the device cache: each table's most frequent rows in the training split, {fraction:g} of its
-rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
-
-{markdown_table(pd.DataFrame(rows))}
-
-"""
+    return CACHE_SECTION.format(fraction=run["model"]["ensemble"]["cache_fraction"],
+                                table=markdown_table(pd.DataFrame(rows)))
 
 
 def _online_section(run: dict, files: dict, rel: dict) -> str:
@@ -87,17 +117,10 @@ def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
     """Served against native on the same device, or why there is no native figure."""
     if "native" not in files:
         return f"Not measured: {own_server_refusal(run, 'native')}."
-    return f"""The same converted model, runner, batch sizes and precision in-process on the same
-device (`native.csv`), against the offline scenario through Triton: system shared memory
-against the runner with host arrays in and out, CUDA shared memory against it with the
-tensors already on the device (its compute limit).
-
-{served_vs_native_table(files["offline"], files["native"])}
-
-{markdown_table(measured_columns(pd.read_csv(files["native"])))}
-
-First call of each batch size in-process (a compile, a CUDA graph's capture), seconds:
-{_first_calls(native_json)}"""
+    return NATIVE_SECTION.format(
+        ratio=served_vs_native_table(files["offline"], files["native"]),
+        table=markdown_table(measured_columns(pd.read_csv(files["native"]))),
+        first_calls=_first_calls(native_json))
 
 
 def _floor_section(run: dict, floor: Path | list) -> str:
@@ -105,12 +128,8 @@ def _floor_section(run: dict, floor: Path | list) -> str:
     if not floor:
         return f"Not measured: {own_server_refusal(run, 'floor')}."
     table = read_perf(floor)
-    return f"""The same server, scenario and data path with a model that returns zeros at no cost
-(`floor.csv`), served once by each backend of ours the server has (`Served by`: python, its
-stub process; deploybench, the pipeline's C++ backend): what Triton and each of them cost by
-themselves, apart from the model's compute.
-
-{unstable_note(table, run["perf"])}{markdown_table(measured_columns(table))}"""
+    return FLOOR_SECTION.format(note=unstable_note(table, run["perf"]),
+                                table=markdown_table(measured_columns(table)))
 
 
 def _perf_settings(ran: dict) -> str:
@@ -222,60 +241,59 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
     ])
 
 
-def configuration_report(spec: dict, conversion_check: Path, accuracy: Path, offline: Path,
-                         online: Path | list, offline_json: Path, online_json: Path | list,
-                         offline_throughput: Path, offline_latency: Path,
-                         online_latency: Path | list, native: Path | list,
-                         native_json: Path | list, floor: Path | list, weights: Path, out: Path,
-                         online_tail: Path | list = (), rate: Path | list = (),
-                         rate_json: Path | list = (), rate_latency: Path | list = ()) -> None:
-    """One configuration's README: its settings, tables, plots and provenance (plots by
-    relative links). The online files are empty lists for a configuration without an
+def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, *,
+                       conversion_check: Path, accuracy: Path, offline: Path,
+                       online: Path | list, offline_json: Path, online_json: Path | list,
+                       offline_throughput: Path, offline_latency: Path,
+                       online_latency: Path | list, native: Path | list,
+                       native_json: Path | list, floor: Path | list,
+                       online_tail: Path | list = (), rate: Path | list = (),
+                       rate_json: Path | list = (), rate_latency: Path | list = ()) -> str:
+    """One configuration's README (`out`): its settings, tables, plots and provenance (plots
+    by relative links). The online files are empty lists for a configuration without an
     online scenario (run_facts.serves_online), native's and the floor's on a server the
     pipeline does not start (server.kind remote)."""
-    run = spec["run"]
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
              **({"native": native} if native else {}), "offline_throughput": offline_throughput,
-             "offline_latency": offline_latency,
-             "weights_origin": source_model.weights_origin(weights),
-             "dataset": spec["dataset"]}
+             "offline_latency": offline_latency, "weights_origin": weights_origin,
+             "dataset": dataset}
     if serves_online(run):
         files |= {"online": online, "online_latency": online_latency,
                   "online_tail": online_tail, "online_json": online_json}
-    offline_report = json.loads(Path(offline_json).read_text())
-    online_report = json.loads(Path(online_json).read_text()) if serves_online(run) else {}
-    native_report = json.loads(Path(native_json).read_text()) if native_json else {}
-    prov = offline_report["provenance"]
+    reports = {"offline": json.loads(Path(offline_json).read_text()),
+               "online": json.loads(Path(online_json).read_text()) if serves_online(run)
+               else {},
+               "native": json.loads(Path(native_json).read_text()) if native_json else {}}
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
-    offline_table = read_perf(files["offline"])
     facts = configuration_headline(offline, online or None, native or None, accuracy)
-    text = PAGE.format(
+    return PAGE.format(
+        **_measured(run, files, reports, rel),
+        headline=configuration_lines(facts, served_by(reports["offline"]["provenance"])),
+        native=_native_section(run, files, native_json), floor=_floor_section(run, floor),
+        rate=_rate(run, rate, rate_json, rate_latency, out))
+
+
+def _measured(run: dict, files: dict, reports: dict, rel: dict) -> dict:
+    """The page's fields read from the configuration's tables and JSONs."""
+    offline, online, native = reports["offline"], reports["online"], reports["native"]
+    prov = offline["provenance"]
+    offline_table = read_perf(files["offline"])
+    return dict(
         title=f"{run['model']['title']}: {run['gpu']['description']}, "
               f"{run['backend']['title']} with {run['precision'].upper()}",
-        headline=configuration_lines(facts, served_by(prov)),
-        params=_params(run, files, offline_report, online_report),
+        params=_params(run, files, offline, online),
         check=markdown_table(pd.read_csv(files["check"])),
         accuracy=markdown_table(pd.read_csv(files["accuracy"])),
         offline_throughput=rel["offline_throughput"], offline_latency=rel["offline_latency"],
         offline=unstable_note(offline_table, run["perf"])
         + markdown_table(measured_columns(offline_table)),
-        native=_native_section(run, files, native_json), floor=_floor_section(run, floor),
-        cache=_cache_section(run, offline_report, online_report),
-        online=_online_section(run, files, rel),
-        rate=_rate(run, rate, rate_json, rate_latency, out),
-        noise=_noise(offline_report, online_report),
-        host_load=_host_load(offline_report, online_report, native_report),
-        telemetry=_telemetry(files, offline_report, online_report, native_report),
-        provenance=json.dumps({"offline": prov, "online": online_report.get("provenance")},
+        cache=_cache_section(run, offline, online), online=_online_section(run, files, rel),
+        noise=_noise(offline, online), host_load=_host_load(offline, online, native),
+        telemetry=_telemetry(files, offline, online, native),
+        provenance=json.dumps({"offline": prov, "online": online.get("provenance")},
                               indent=2))
-    with atomic.output(out) as tmp:
-        tmp.write_text(text)
-
-
-# perf_analyzer's own stability criterion, which every reference document kept
-PERF_ANALYZER_STABILITY = 10
 
 
 def _stability(perf: dict) -> str:

@@ -5,7 +5,6 @@ published rows dashed."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
@@ -17,8 +16,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import atomic  # noqa: E402
-from ..tables import COMPONENTS, SHARED_MEMORY, STABLE, THROUGHPUT, read_perf  # noqa: E402
-from . import rate  # noqa: E402
+from ..tables import (  # noqa: E402
+    ACHIEVED,
+    COMPONENTS,
+    EVERY,
+    OFFERED,
+    P99_CI,
+    SENT,
+    SHARED_MEMORY,
+    STABLE,
+    THROUGHPUT,
+    read_perf,
+)
 
 
 def _save(fig, out: Path) -> None:
@@ -26,22 +35,9 @@ def _save(fig, out: Path) -> None:
     plt.close(fig)
 
 
-def _title(spec: dict) -> str:
-    return f"{spec['model']} {spec['gpu']} {spec['backend']} {spec['precision']}"
-
-
-def plots(spec: dict, offline: Path, offline_throughput: Path, offline_latency: Path) -> None:
-    offline_plots(offline, _title(spec), offline_throughput, offline_latency)
-
-
-def online_plot(spec: dict, online: Path, online_json: Path, online_latency: Path,
-                online_tail: Path) -> None:
-    """The online plots, a rule of their own: only configurations measured online have
-    them."""
-    online_latency_plot(online, _title(spec), online_latency)
-    report = json.loads(Path(online_json).read_text())
-    tail_plot(report.get("tail", []), report.get("batches_formed", []), "Concurrency",
-              _title(spec), online_tail)
+def title(key: dict) -> str:
+    """A configuration's plot titles: its key (model, GPU, backend, precision)."""
+    return f"{key['model']} {key['gpu']} {key['backend']} {key['precision']}"
 
 
 def tail_plot(tails: list[dict], formed: list[dict], key: str, title: str,
@@ -181,36 +177,39 @@ def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: st
                      layout="constrained")
     rows = fig.subfigures(len(gpus), 1, squeeze=False,
                           height_ratios=[_row_height(lines, gpu) for gpu in gpus])[:, 0]
-    colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
     for subfig, gpu in zip(rows, gpus):
-        panel = [line for line in lines if line[0] == gpu]
-        axes = subfig.subplots(1, len(FRONTIER_LATENCIES))
-        handles = []
-        for ax, latency in zip(axes, FRONTIER_LATENCIES):
-            handles = []
-            for i, (_, label, published, rows_) in enumerate(panel):
-                front = pareto_front(rows_[latency], rows_[THROUGHPUT])
-                on = rows_[front].sort_values(latency)
-                color = colors(i % 20)
-                handles += ax.plot(on[latency], on[THROUGHPUT], marker="o", markersize=3,
-                                   linestyle="--" if published else "-", label=label,
-                                   color=color)
-                off = rows_[~front]
-                ax.plot(off[latency], off[THROUGHPUT], marker="o", markersize=2,
-                        linestyle="none", color=color, alpha=0.35)
-            ax.set_xscale("log")  # latencies from a batch of one to a full online queue
-            ax.set(xlabel=latency, ylabel="Inferences/second")
-            ax.set_title(textwrap.fill(f"{gpu}, {scenario}: throughput vs "
-                                       f"{latency.split()[0]} latency", 45), fontsize="medium")
-            ax.grid(alpha=0.3)
-        if handles:
-            subfig.legend(handles=handles, loc="outside lower center", fontsize="x-small",
-                          ncol=LEGEND_COLUMNS)
+        _frontier_row(subfig, [line for line in lines if line[0] == gpu], gpu, scenario)
     if not lines:
         rows[0].axes[0].text(0.5, 0.5, "no GPU or CPU measurements yet", ha="center")
     fig.suptitle(textwrap.fill(f"{title}: each line is its Pareto front (more throughput for "
                                "less latency); faint dots: dominated points", 90))
     _save(fig, out)
+
+
+def _frontier_row(subfig, panel: list, gpu: str, scenario: str) -> None:
+    """One GPU key's panels (a latency each) of a frontier plot, its legend below them."""
+    colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
+    axes = subfig.subplots(1, len(FRONTIER_LATENCIES))
+    handles = []
+    for ax, latency in zip(axes, FRONTIER_LATENCIES):
+        handles = []
+        for i, (_, label, published, rows) in enumerate(panel):
+            front = pareto_front(rows[latency], rows[THROUGHPUT])
+            on = rows[front].sort_values(latency)
+            color = colors(i % 20)
+            handles += ax.plot(on[latency], on[THROUGHPUT], marker="o", markersize=3,
+                               linestyle="--" if published else "-", label=label, color=color)
+            off = rows[~front]
+            ax.plot(off[latency], off[THROUGHPUT], marker="o", markersize=2,
+                    linestyle="none", color=color, alpha=0.35)
+        ax.set_xscale("log")  # latencies from a batch of one to a full online queue
+        ax.set(xlabel=latency, ylabel="Inferences/second")
+        ax.set_title(textwrap.fill(f"{gpu}, {scenario}: throughput vs "
+                                   f"{latency.split()[0]} latency", 45), fontsize="medium")
+        ax.grid(alpha=0.3)
+    if handles:
+        subfig.legend(handles=handles, loc="outside lower center", fontsize="x-small",
+                      ncol=LEGEND_COLUMNS)
 
 
 def _row_height(lines: list, gpu: str) -> float:
@@ -219,25 +218,24 @@ def _row_height(lines: list, gpu: str) -> float:
     return 3.6 + 0.17 * -(-entries // LEGEND_COLUMNS)
 
 
-def rate_plot(spec: dict, rate_csv: Path, rate_json: Path, rate_latency: Path) -> None:
+def rate_latency_plot(rate_csv: Path, budget: float, title: str, out: Path) -> None:
     """Every request's p50 and p99 (with its 95 % interval) against the offered rate, the
-    budget as a line, the achieved rate beside the offered one."""
-    table = pd.read_csv(rate_csv).sort_values(rate.OFFERED)
-    budget = json.loads(Path(rate_json).read_text())["settings"]["p99_budget_ms"]
+    budget (p99, ms) as a line, the achieved rate beside the offered one."""
+    table = pd.read_csv(rate_csv).sort_values(OFFERED)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    p99 = table[rate.EVERY["p99"]]
-    low, high = (table[c] for c in rate.P99_CI)
-    ax.errorbar(table[rate.OFFERED], p99, yerr=[p99 - low, high - p99], marker="o", capsize=3,
+    p99 = table[EVERY["p99"]]
+    low, high = (table[c] for c in P99_CI)
+    ax.errorbar(table[OFFERED], p99, yerr=[p99 - low, high - p99], marker="o", capsize=3,
                 label="p99 (95 % interval)")
-    ax.plot(table[rate.OFFERED], table[rate.EVERY["p50"]], marker="o", label="p50")
+    ax.plot(table[OFFERED], table[EVERY["p50"]], marker="o", label="p50")
     ax.axhline(budget, color="red", linestyle="--", label=f"budget {budget:g} ms")
     ax.set(xlabel="Offered rate (requests/s)", ylabel="Latency (ms), every request",
-           yscale="log", title=f"Latency vs offered rate: {_title(spec)}")
+           yscale="log", title=f"Latency vs offered rate: {title}")
     ax.legend(fontsize="small")
-    ax2.plot(table[rate.OFFERED], table[rate.SENT], marker="s", label="sent")
-    ax2.plot(table[rate.OFFERED], table[rate.ACHIEVED], marker="o", label="answered")
-    ax2.plot(table[rate.OFFERED], table[rate.OFFERED], linestyle=":", color="grey", label="offered")
+    ax2.plot(table[OFFERED], table[SENT], marker="s", label="sent")
+    ax2.plot(table[OFFERED], table[ACHIEVED], marker="o", label="answered")
+    ax2.plot(table[OFFERED], table[OFFERED], linestyle=":", color="grey", label="offered")
     ax2.set(xlabel="Offered rate (requests/s)", ylabel="Achieved rate (requests/s)",
             title="Achieved vs offered")
     ax2.legend(fontsize="small")
-    _save(fig, rate_latency)
+    _save(fig, out)

@@ -13,8 +13,6 @@ from urllib.parse import urlparse
 
 from markdown_it import MarkdownIt
 
-from .. import atomic
-
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em; color: #1f2328; }
 table { border-collapse: collapse; margin: 0.8em 0; display: block; overflow-x: auto; }
@@ -25,20 +23,32 @@ code { background: #f6f8fa; padding: 0 3px; }
 """
 
 
-def html_page(spec: dict, md: Path, out: Path) -> None:
+# The page: its title (the README's first heading), STYLE, the README rendered
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>{style}</style>
+</head>
+<body>
+{body}</body>
+</html>
+"""
+
+
+def html_page(markdown: str, folder: Path, name: str) -> str:
+    """The page of a README's `markdown` (its images, relative to `folder`, embedded);
+    titled by its first heading, else by `name`."""
     parser = MarkdownIt("commonmark", {"html": False}).enable("table")
-    tokens = parser.parse(md.read_text())
+    tokens = parser.parse(markdown)
     title = next((tokens[i + 1].content for i, token in enumerate(tokens)
-                  if token.type == "heading_open"), md.stem)
+                  if token.type == "heading_open"), name)
     for token in tokens:
         if token.type == "inline" and token.children:
-            token.children = _embedded(token.children, md.parent)
+            token.children = _embedded(token.children, folder)
     body = parser.renderer.render(tokens, parser.options, {})
-    with atomic.output(out) as tmp:
-        tmp.write_text(
-            f'<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n"
-            f"<body>\n{body}</body>\n</html>\n")
+    return PAGE.format(title=html.escape(title), style=STYLE, body=body)
 
 
 def _is_relative(url: str) -> bool:

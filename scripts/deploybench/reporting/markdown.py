@@ -1,10 +1,14 @@
-"""Tables as the reports show them: Markdown, numbers to three significant digits."""
+"""Tables as the reports show them (Markdown, numbers to three significant digits), and
+perf_analyzer's settings in the reports' words."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..triton.perf_analyzer import DEFAULT_WARMUP_LEVELS
+from ..run_facts import DEFAULT_WARMUP_LEVELS
+
+# perf_analyzer's own stability criterion, which every reference document kept
+PERF_ANALYZER_STABILITY = 10
 
 
 def markdown_table(table: pd.DataFrame) -> str:

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, baseline, layout
+from .. import baseline, layout
 from ..measurement import host_load
 from ..measurement.host_load import CONTENDED_SHARE
 from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
-from .configuration_report import PERF_ANALYZER_STABILITY
-from .markdown import markdown_table
+from .markdown import PERF_ANALYZER_STABILITY, markdown_table
 
 LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],
          "online": ["Batch", "Concurrency", SHARED_MEMORY], "native": ["Batch"]}
@@ -224,13 +223,33 @@ class Comparison:
 def compare_configuration(folder: Path, setting: str) -> Comparison:
     """Every scenario of the configuration in `folder` against the baseline `setting`."""
     folder = Path(folder)
-    current = {name: baseline.current(folder, name) for name in baseline.SCENARIOS}
+    return compare_measurements(
+        {name: baseline.current(folder, name) for name in baseline.SCENARIOS},
+        {name: baseline.find(folder, name, setting) for name in baseline.SCENARIOS}, setting)
+
+
+def compare_given(given: dict[str, tuple[Path, Path] | None], setting: str,
+                  files: list[Path]) -> Comparison:
+    """Every scenario of a configuration as a step is given it (scenario -> its table and
+    JSON, None where not measured) against the baseline `setting`: their history copies
+    beside them, or `files`, a folder baseline's (baseline.folder_files)."""
+    current = {name: baseline.measured(*given[name]) if given.get(name) else None
+               for name in baseline.SCENARIOS}
+    return compare_measurements(
+        current, {name: baseline.given(name, current[name], setting, files)
+                  for name in baseline.SCENARIOS}, setting)
+
+
+def compare_measurements(current: dict[str, baseline.Measurement | None],
+                         bases: dict[str, baseline.Measurement | None],
+                         setting: str) -> Comparison:
+    """Each scenario's current measurement against its baseline (None: none), and what
+    differs in what they ran on."""
     offline = current["offline"]
     # native's criterion: the offline scenario's (else perf_analyzer's own)
     stability = (json.loads(offline.json.read_text())["perf_analyzer_settings"].get(
         "stability_percentage", PERF_ANALYZER_STABILITY) if offline else PERF_ANALYZER_STABILITY)
-    scenarios = [compare_scenario(name, current[name], baseline.find(folder, name, setting),
-                                  stability)
+    scenarios = [compare_scenario(name, current[name], bases[name], stability)
                  for name in baseline.SCENARIOS]
     result = Comparison(setting, scenarios)
     lists = {}  # (baseline, current) package list hashes -> the scenarios of that pair
@@ -294,7 +313,62 @@ def _headline(comparison: Comparison) -> str:
             else f"**No change beyond the measured noise** in {levels} compared levels.")
 
 
+# A configuration's compare.md: its summary, then a section a scenario (SCENARIO, or why
+# it has no baseline) and, where one was compared, what differs (DIFFERENCES)
+CONFIGURATION_PAGE = """# Regression report: {title}
+
+Current measurements against the baseline `{setting}` ({what}). {headline}
+
+## Summary
+
+{summary}
+
+Noise, per side and level: the larger of the stability criterion the runs used
+(perf_analyzer's `stability_percentage`; native rows, which perf_analyzer does not measure,
+take the offline scenario's) and, with `perf.repeats`, the median's 95 % interval, in % of
+the value. A level is faster or slower where its throughput or average latency (native:
+median latency, device-resident throughput) differs beyond both sides' noise (the ranges
+value ± noise do not overlap), mixed where they disagree; p99 is shown, not judged (no
+stability criterion bounds it). `contended`: the side ran beside other load (more than
+{contended_share:g} cores of other processes per CPU it could run on); `unstable`: the
+side's level did not stabilise (kept by `perf.on_unstable: record`), its noise widened to
+the spread of its windows.
+{scenarios}{differences}"""
+SCENARIO = """
+## {name}
+
+Current: {current}; baseline: {base}.
+
+{table}
+"""
+DIFFERENCES = """
+## Provenance differences
+
+{provenance}
+
+## Settings differences
+
+{settings}
+
+## Installed packages
+
+{packages}
+"""
+# The model's compare.md: a row a configuration
+MODEL_PAGE = """# Regression report: {title}
+
+Every configuration of `{model}` built so far against the baseline `{setting}`: how many \
+levels (batch sizes, concurrency levels, native batches) changed beyond the measured noise; \
+each configuration's report has the levels and the differences.
+
+## Configurations
+
+{configurations}
+"""
+
+
 def render_configuration(title: str, comparison: Comparison) -> str:
+    """A configuration's compare.md."""
     setting = comparison.setting
     what = {baseline.PREVIOUS: "each measurement's previous one in history/"}.get(
         setting, f"history stamp {setting}" if layout.STAMP.fullmatch(setting)
@@ -305,40 +379,25 @@ def render_configuration(title: str, comparison: Comparison) -> str:
          "baseline": s.base.label if s.base else "none",
          **{v: s.counts.get(v, 0) for v in VERDICTS}, "contended": s.contended}
         for s in comparison.scenarios])
-    text = f"""# Regression report: {title}
+    return CONFIGURATION_PAGE.format(
+        title=title, setting=setting, what=what, headline=_headline(comparison),
+        summary=markdown_table(summary), contended_share=CONTENDED_SHARE,
+        scenarios="".join(_scenario_section(s, setting) for s in comparison.scenarios),
+        differences=DIFFERENCES.format(
+            provenance=_differences(comparison.provenance),
+            settings=_differences(comparison.settings),
+            packages="\n".join(f"- {p}" for p in comparison.packages) or "The same list.")
+        if any(s.table is not None for s in comparison.scenarios) else "")
 
-Current measurements against the baseline `{setting}` ({what}). {_headline(comparison)}
 
-## Summary
-
-{markdown_table(summary)}
-
-Noise, per side and level: the larger of the stability criterion the runs used
-(perf_analyzer's `stability_percentage`; native rows, which perf_analyzer does not measure,
-take the offline scenario's) and, with `perf.repeats`, the median's 95 % interval, in % of
-the value. A level is faster or slower where its throughput or average latency (native:
-median latency, device-resident throughput) differs beyond both sides' noise (the ranges
-value ± noise do not overlap), mixed where they disagree; p99 is shown, not judged (no
-stability criterion bounds it). `contended`: the side ran beside other load (more than
-{CONTENDED_SHARE:g} cores of other processes per CPU it could run on); `unstable`: the
-side's level did not stabilise (kept by `perf.on_unstable: record`), its noise widened to
-the spread of its windows.
-"""
-    for s in comparison.scenarios:
-        text += f"\n## {s.name.capitalize()}\n\n"
-        if s.table is None:
-            text += _no_baseline(s, setting) + "\n"
-            continue
-        text += (f"Current: {_measurement(s.current, s.current_report)}; baseline: "
-                 f"{_measurement(s.base, s.base_report)}.\n\n"
-                 + markdown_table(s.table.assign(verdict=s.table["verdict"].map(_bold)))
-                 + "\n")
-    if any(s.table is not None for s in comparison.scenarios):
-        packages = "\n".join(f"- {p}" for p in comparison.packages) or "The same list."
-        text += (f"\n## Provenance differences\n\n{_differences(comparison.provenance)}\n"
-                 f"\n## Settings differences\n\n{_differences(comparison.settings)}\n"
-                 f"\n## Installed packages\n\n{packages}\n")
-    return text
+def _scenario_section(s: Scenario, setting: str) -> str:
+    """A scenario's levels against its baseline, or why it has none."""
+    if s.table is None:
+        return f"\n## {s.name.capitalize()}\n\n{_no_baseline(s, setting)}\n"
+    return SCENARIO.format(
+        name=s.name.capitalize(), current=_measurement(s.current, s.current_report),
+        base=_measurement(s.base, s.base_report),
+        table=markdown_table(s.table.assign(verdict=s.table["verdict"].map(_bold))))
 
 
 def _differences(found: dict) -> str:
@@ -349,20 +408,9 @@ def _bold(verdict: str) -> str:
     return f"**{verdict}**" if verdict in ("faster", "slower", "mixed") else verdict
 
 
-def configuration_comparison(spec: dict, offline: Path, online: Path, native: Path,
-                             out: Path) -> None:
-    """One configuration's compare.md (`offline`, `online`, `native`: its current tables;
-    their JSONs and history beside them)."""
-    comparison = compare_configuration(Path(out).parent, spec["baseline"])
-    with atomic.output(out) as tmp:
-        tmp.write_text(render_configuration(spec["title"], comparison))
-
-
-def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
-    """The model's compare.md: each configuration built so far (the reports asked for,
-    and every configuration report on disk) summarised, linked to its compare.md."""
-    folders = sorted({Path(c).parent for c in configs}
-                     | {r.parent for r in layout.configuration_reports(Path(out))})
+def model_page(spec: dict, folders: list[Path]) -> str:
+    """The model's compare.md: each configuration (its folder) summarised against the
+    baseline, linked to its compare.md."""
     rows = []
     for folder in folders:
         comparison = compare_configuration(folder, spec["baseline"])
@@ -380,11 +428,6 @@ def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
             + (f" ({len(comparison.packages)} package changes)" if comparison.packages
                else ""),
         })
-    text = (f"# Regression report: {spec['title']}\n\nEvery configuration of `{spec['model']}` "
-            f"built so far against the baseline `{spec['baseline']}`: how many levels "
-            "(batch sizes, concurrency levels, native batches) changed beyond the measured "
-            "noise; each configuration's report has the levels and the differences.\n\n"
-            "## Configurations\n\n"
-            + (markdown_table(pd.DataFrame(rows)) if rows else "Nothing built yet.") + "\n")
-    with atomic.output(out) as tmp:
-        tmp.write_text(text)
+    return MODEL_PAGE.format(
+        title=spec["title"], model=spec["model"], setting=spec["baseline"],
+        configurations=markdown_table(pd.DataFrame(rows)) if rows else "Nothing built yet.")

@@ -1,4 +1,4 @@
-"""A model's README: its headline first (steps.headline: a line a configuration, the
+"""A model's README: its headline first (reporting.headline: a line a configuration, the
 fastest), every configuration built so far, the frontier plots, the configuration searches
 and dated measurement sets beside it, and the published tables where the model has them."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, layout
+from .. import layout
 from .. import search as configuration_search
 from ..backends import export_precision
 from ..cluster import CPU_KEY
@@ -113,7 +113,7 @@ def _existing(path: Path) -> Path | None:
 
 
 def configuration_headlines(configs: list[Path]) -> dict[str, dict]:
-    """Each configuration's headline facts (steps.headline), by its label."""
+    """Each configuration's headline facts (reporting.headline), by its label."""
     return {configuration_label(readme.parent): configuration_headline(
         readme.parent / "offline.csv", *(_existing(readme.parent / f"{name}.csv")
                                          for name in ("online", "native", "accuracy")))
@@ -158,6 +158,14 @@ def _configuration_row(readme: Path) -> dict:
     }
 
 
+# The frontier plots' section; `plots`: each one's image, by a relative link
+FRONTIER_SECTION = (
+    "\n\n## Throughput against latency\n\nEach configuration's offline sweep (a point per "
+    "batch) and online sweep (a point per concurrency) against p99 and average latency, per "
+    "GPU key; dashed, the published tables of the same GPU, or, beside a GPU key without any "
+    "(an H100), every published table, labelled with its GPU.\n\n{plots}")
+
+
 def _frontier_section(configs: list[Path], spec: dict, out: Path, offline_frontier: Path,
                       online_frontier: Path) -> str:
     """The frontier plots (drawn here) and their section."""
@@ -165,13 +173,8 @@ def _frontier_section(configs: list[Path], spec: dict, out: Path, offline_fronti
     for scenario, png in pngs:
         frontier_plot(frontier_lines(configs, spec.get("reference"), scenario), scenario,
                       spec["title"], png)
-    return ("\n\n## Throughput against latency\n\nEach configuration's offline sweep (a "
-            "point per batch) and online sweep (a point per concurrency) against p99 and "
-            "average latency, per GPU key; dashed, the published tables of the same GPU, "
-            "or, beside a GPU key without any (an H100), every published table, labelled "
-            "with its GPU.\n\n"
-            + "\n\n".join(f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})"
-                            for s, png in pngs))
+    return FRONTIER_SECTION.format(plots="\n\n".join(
+        f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})" for s, png in pngs))
 
 
 def _kept_apart_sections(out: Path, dated: pd.DataFrame) -> str:
@@ -246,28 +249,34 @@ def _beside_the_reference(configs: list[Path], reference: dict) -> str:
     return text
 
 
-def model_report(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
-                 online_frontier: Path, headline: Path | None = None) -> None:
-    """Every configuration of a model built so far (best offline throughput, lowest online
-    latency, serving overhead) with links to their reports, and where the model has a
-    reference table, GPU results beside the published ones. `configs`: the configuration
-    reports this run built; the others already on disk (committed GPU results) join them.
-    `headline`: its headline alone too, which the HTML report's front page includes."""
+# The model's README: its sections filled in by model_page
+PAGE = """# {title}: results
+
+{headline}
+
+Every configuration of `{model}` built so far.
+
+{configurations}{frontier}{kept_apart}{reference}
+"""
+
+
+def model_page(spec: dict, configs: list[Path], out: Path, offline_frontier: Path,
+               online_frontier: Path) -> tuple[str, str]:
+    """The model's headline (a line a configuration, the fastest; the HTML report's front
+    page includes it) and its README `out`: every configuration of the model built so far
+    (best offline throughput, lowest online latency, serving overhead) with links to their
+    reports, and where the model has a reference table, GPU results beside the published
+    ones; the frontier plots drawn. `configs`: the configuration reports this run built;
+    the others already on disk (committed GPU results) join them."""
     configs = sorted(set(layout.configuration_reports(out)) | {Path(c) for c in configs})
     reference = spec.get("reference")
     table = pd.DataFrame([_configuration_row(readme) for readme in configs])
     dated = dated_sets_table(out)
     lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
-    if headline:
-        with atomic.output(headline) as tmp:
-            tmp.write_text(lines + "\n")
-    text = (f"# {spec['title']}: results\n\n{lines}\n\nEvery configuration of "
-            f"`{spec['model']}` built so far.\n\n")
-    text += markdown_table(table) if configs else "Nothing built yet."
-    text += _frontier_section(configs, spec, out, offline_frontier, online_frontier)
-    text += _kept_apart_sections(out, dated)
-    if reference:
-        text += _about_the_reference(configs, reference)
-        text += _beside_the_reference(configs, reference)
-    with atomic.output(out) as tmp:
-        tmp.write_text(text + "\n")
+    return lines, PAGE.format(
+        title=spec["title"], headline=lines, model=spec["model"],
+        configurations=markdown_table(table) if configs else "Nothing built yet.",
+        frontier=_frontier_section(configs, spec, out, offline_frontier, online_frontier),
+        kept_apart=_kept_apart_sections(out, dated),
+        reference=_about_the_reference(configs, reference)
+        + _beside_the_reference(configs, reference) if reference else "")
