@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from deploybench.measurement import locks
+from deploybench.tables import THROUGHPUT
 from deploybench.triton import config as triton_config
 from deploybench.triton import install, repository
 from deploybench.triton.client import infer_all
@@ -332,3 +333,41 @@ def test_another_client_can_neither_load_a_model_nor_change_the_servers_settings
                             headers=server.grpc_admin_headers)
         assert http.is_model_ready("toy") and not http.is_model_ready("evil")
     assert not marker.exists()
+
+
+def test_a_profile_export_past_its_memory_is_dropped_and_the_level_measured_without_it(
+        toy_repo, tmp_path, monkeypatch):
+    """perf_analyzer's profile export holds every response in memory (a FastPitch level on
+    an H100 grew it past 128 GiB): past its limit, perf_analyzer is killed and the level
+    measured again without the export, which the row records."""
+    from deploybench.sweeps import tail_columns
+    from deploybench.triton import perf_analyzer
+
+    work, _ = toy_repo
+    data = tmp_path / "data.json"
+    data.write_text('{"data": [{"x": {"content": [0.5, 1.5, 2.5, 3.5], "shape": [4]}}]}')
+    run = {**RUN, "model": {**RUN["model"], "offline": {"measurement_request_count": 50}},
+           "perf": {"measurement_mode": "count_windows", "measurement_interval_ms": 1000,
+                    "stability_percentage": 100, "max_trials": 5, "attempts": 1}}
+    export, log = tmp_path / "export.json", tmp_path / "perf.log"
+    row = perf_analyzer.Row(1, 1, "none")
+    with TritonServer(install.prepare(), work / "repo", tmp_path / "server.log", "toy") as server:
+        with open(log, "w") as f:  # within its limit: kept
+            kept = perf_analyzer.measure(run, "offline", server, row, data, tmp_path, f,
+                                         export=export)
+        assert perf_analyzer.EXPORT_DROPPED not in kept and export.stat().st_size > 0
+        export.unlink()
+        monkeypatch.setattr(perf_analyzer, "EXPORT_MEMORY_CAP", 1)  # any size is too big
+        with open(log, "w") as f:
+            dropped = perf_analyzer.measure(run, "offline", server, row, data, tmp_path, f,
+                                            export=export)
+    commands = [line for line in log.read_text().splitlines() if line.startswith("$ ")]
+    assert len(commands) == 2 and "--profile-export-file" in commands[0]
+    assert "--profile-export-file" not in commands[1] and not export.exists()
+    assert "grew past" in dropped[perf_analyzer.EXPORT_DROPPED] and "[killed: " in log.read_text()
+    assert dropped[THROUGHPUT] > 0 and dropped["Batch"] == 1
+    # online.csv's tail columns: empty where a level has none
+    columns = tail_columns([None, {"requests": 9, "seconds": 1.0, "percentiles_ms": {
+        q: {"value": 1.0, "ci95": [0.9, 1.1]} for q in ("p50", "p90", "p95", "p99", "p99.9")}}],
+        [0, 1])
+    assert columns.iloc[0].isna().all() and columns.iloc[1].notna().all()

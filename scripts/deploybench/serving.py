@@ -22,7 +22,7 @@ from . import artifacts, atomic, deployments, layout
 from .measurement import device, isolation, locks, provenance
 from .tensors import numpy_dtype
 from .triton import config as triton_config
-from .triton import install, perf_analyzer
+from .triton import install, perf_failures
 from .triton.client import warm_up
 from .triton.perf_analyzer import FOREIGN
 from .triton.remote import RemoteServer
@@ -151,7 +151,7 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
     can send (or the dynamic batcher form) warmed up on every instance at once, twice, so
     that no instance compiles or captures a CUDA graph inside a measurement window. Yields
     the server, its provenance and the perf data narrowed to the served inputs."""
-    perf_analyzer.check_fits(spec, sweep)  # before a server starts
+    perf_failures.check_fits(spec, sweep)  # before a server starts
     with served(spec, config_pbtxt, server_log,
                         static_batching=scenario == "offline") as (server, prov):
         names = triton_config.served_inputs(config_pbtxt)

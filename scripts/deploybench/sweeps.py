@@ -149,6 +149,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 work: Path, extra: dict, data_dir: Path | None) -> None:
     config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
     rows, loads, noise, usage, served, requests, tails, formed = [], [], [], [], [], [], [], []
+    tail_rows, untaken = [], []  # a level's tail or None; the levels without one, and why
     with open(perf_log, "w") as log, \
             serving.warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                                   work) as (server, prov, data_json):
@@ -163,15 +164,21 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             served.append({**level, **_deployment(repository, row.model, prov["server"])})
             # the telemetry's NVML session is open around the host load's GPU queries
             # online: every request's tail (one run a level: the export is that run's)
-            export = work / "export.json" if scenario == "online" and repeats == 1 else None
+            export = (work / "export.json" if scenario == "online" and repeats == 1
+                      and not untaken else None)
             before = serving.executions_by_batch(server, row.model) if scenario == "online" else {}
             with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
                     HostLoad(prov["device"]) as load:
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log, export=export) for _ in range(repeats)]
-                if export:
+                why = runs[-1].pop(perf_analyzer.EXPORT_DROPPED, None) or (
+                    untaken and untaken[0]["why"])
+                if export and not why:
                     tails.append({**level, **_tail(spec, server, row, data_json, work, log,
                                                    export, runs)})
+                elif why:
+                    untaken.append({**level, "why": why})
+                tail_rows.append(tails[-1] if export and not why else None)
             if scenario == "online":  # what the dynamic batcher made of the level's requests
                 formed.append({**level, "executions_by_batch": serving.formed_since(
                     server, row.model, before)})
@@ -191,7 +198,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         cache = serving.cache_report(server)
     table = telemetry.with_columns(perf_analyzer.table(rows), usage)
     if tails:
-        table = pd.concat([table, tail_columns(tails, table.index)], axis=1)
+        table = pd.concat([table, tail_columns(tail_rows, table.index)], axis=1)
     report = {
         "scenario": scenario,
         "perf_analyzer_settings": {**spec["perf"], **spec["model"][scenario],
@@ -212,6 +219,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "telemetry": usage,
         **({"repeats": noise} if noise else {}),
         **({"tail": tails} if tails else {}),  # every request's percentiles, per level
+        **({"tail_not_taken": untaken} if untaken else {}),
         **({"batches_formed": formed} if formed else {}),
         "provenance": prov,
     }
@@ -257,9 +265,11 @@ def _lengthened(spec: dict, found: dict, scale: int) -> int:
 
 
 def tail_columns(tails: list[dict], index) -> pd.DataFrame:
-    """The levels' tails (tail.summary, in the table's row order) as online.csv's columns
-    beside perf_analyzer's: requests, seconds, every percentile and p99's interval."""
-    rows = [tail_row(t["requests"], t["seconds"], t["percentiles_ms"]) for t in tails]
+    """The levels' tails (tail.summary, in the table's row order; None: not taken) as
+    online.csv's columns beside perf_analyzer's: requests, seconds, every percentile and
+    p99's interval."""
+    rows = [tail_row(t["requests"], t["seconds"], t["percentiles_ms"]) if t else {}
+            for t in tails]
     return pd.DataFrame(rows, columns=TAIL_COLUMNS, index=index)
 
 

@@ -104,6 +104,10 @@ def _tail(report: dict, plot: str | None) -> str:
         text += ("\n\nEvery request's latency of the windows perf_analyzer kept (its profile "
                  "export), with 95 % bootstrap intervals:\n\n"
                  + markdown_table(tail.table(report["tail"], ("Concurrency",))))
+    if report.get("tail_not_taken"):
+        untaken = report["tail_not_taken"]
+        text += (f"\n\nEvery request's latency was not taken at concurrency "
+                 f"{', '.join(str(u['Concurrency']) for u in untaken)}: {untaken[0]['why']}.")
     if report.get("batches_formed"):
         text += ("\n\nExecutions by the batch size Triton's dynamic batcher formed at each "
                  "level (its statistics over the level's run):\n\n"

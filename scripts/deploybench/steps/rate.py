@@ -135,6 +135,9 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
             raise  # perf_analyzer or the stub killed: no level's answer
         except perf_analyzer.PerfError as err:  # beyond what the server can answer: not
             failed = err  # done in time, or its connections refused (an H100's TFT at 6,000/s)
+        else:  # no request's latency to judge the level by
+            if perf_analyzer.EXPORT_DROPPED in measured:
+                failed = perf_analyzer.PerfError(measured[perf_analyzer.EXPORT_DROPPED])
     if failed:  # the host load's result exists once its block has ended
         _drain(server, row.model)
         export.unlink(missing_ok=True)

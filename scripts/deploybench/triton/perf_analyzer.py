@@ -15,10 +15,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 import re
-import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,7 +27,6 @@ import pandas as pd
 import psutil
 
 from .. import deployments
-from ..measurement.isolation import SHM
 from ..run_facts import DEFAULT_WARMUP_LEVELS, shared_memory_modes
 from ..tables import (
     COMPONENT_SUM,
@@ -40,7 +39,15 @@ from ..tables import (
     WINDOW_SPREAD,
 )
 from ..tail import KEPT_WINDOWS
-from ..tensors import numpy_dtype
+from .perf_failures import (
+    PerfDeath,
+    PerfError,
+    PerfTimeout,
+    death,
+    oom_kills,
+    output_bytes,
+    request_bytes,
+)
 
 # perf_analyzer's CSV columns (microseconds), as the reference tables' (milliseconds).
 PA_TO_TABLE = dict(zip(
@@ -65,122 +72,6 @@ ANSWERED = re.compile(r"Successful request count: (\d+)")
 # in the row of a run: requests the server answered in its windows that it did not send
 FOREIGN = "foreign requests"
 
-
-class PerfError(RuntimeError):
-    """perf_analyzer failed or did not reach a stable measurement; `exit_code`: its own,
-    where it failed rather than did not settle."""
-
-    def __init__(self, message: str, exit_code: int | None = None):
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-class PerfDeath(PerfError):
-    """A run that ended for a reason no retry mends: perf_analyzer killed by a signal, the
-    python backend's stub dead, /dev/shm full."""
-
-
-# What perf_analyzer prints when a python-backend model's stub process has died
-STUB_DEAD = re.compile(r"Stub process '([^']+)' is not healthy")
-
-
-def shm_space() -> tuple[int, int] | None:
-    """/dev/shm's free and total bytes (None where the host has none)."""
-    try:
-        st = os.statvfs(SHM)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
-
-
-def oom_kills() -> int | None:
-    """The processes the kernel's OOM killer has ended since boot (/proc/vmstat), or None."""
-    try:
-        for line in Path("/proc/vmstat").read_text().splitlines():
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def death(result: subprocess.CompletedProcess, row: Row, run: dict,
-          ooms_before: int | None = None) -> str | None:
-    """What ended a failed run, where a retry cannot help; None where it may.
-    `ooms_before`: oom_kills() when the run started (an OOM kill since is named)."""
-    why = None
-    if result.returncode < 0:
-        name = signal.Signals(-result.returncode).name
-        why = f"perf_analyzer was killed by {name}"
-        space = shm_space()
-        if name == "SIGBUS" and row.shared_memory == "system" and space:  # a page it lacked
-            why += (f": a system shared-memory region it wrote had no memory behind it, "
-                    f"/dev/shm has {space[0]} bytes free of {space[1]} (full, or a region "
-                    "truncated under it)")
-    stub = STUB_DEAD.search(result.stdout + result.stderr)
-    if stub and not why:
-        why = (f"the python backend's stub process of '{stub.group(1)}' died (killed: see "
-               "the server log)")
-    ooms = oom_kills()
-    if why and ooms_before is not None and ooms is not None and ooms > ooms_before:
-        size = request_bytes(run["model"], row)
-        why += (f"; the kernel's OOM killer ended {ooms - ooms_before} process(es) meanwhile: "
-                "out of memory" + (f" (a request's inputs and outputs: {size:,} bytes)"
-                                   if size else ""))
-    return why
-
-
-# Copies of a request's inputs and outputs a measurement holds at once, at the least:
-# perf_analyzer's data, its shared-memory regions or request, the server's buffers
-IO_COPIES = 3
-
-
-def request_bytes(model: dict, row: Row) -> int | None:
-    """A request's inputs and outputs at the row's batch, in bytes; None where a tensor's
-    size is not known before it is sent (a variable dimension, strings, an ensemble's
-    request)."""
-    tensors = [*model["inputs"], *model["outputs"]]
-    if row.shapes or any(d < 0 for t in tensors for d in t["dims"]) or any(
-            t["dtype"] == "BYTES" for t in tensors):
-        return None
-    return output_bytes(tensors, row.batch)
-
-
-def check_fits(run: dict, rows: list[Row]) -> None:
-    """Refuse, before a server starts, a level whose requests cannot fit this host: their
-    inputs and outputs alone, IO_COPIES times over (the model's own memory comes on top),
-    past the memory available, or its system shared-memory regions past /dev/shm's free
-    space. Such a batch used to end, after retries, as a stub the OOM killer ended,
-    reported as no stable measurement."""
-    available = psutil.virtual_memory().available
-    space = shm_space()
-    for row in rows:
-        size = request_bytes(run["model"], row)
-        if size is None:
-            continue
-        where = f"batch {row.batch} ({row.shared_memory} shared memory)"
-        if size * IO_COPIES > available:
-            raise ValueError(
-                f"{where}: a request's inputs and outputs take {size:,} bytes, {IO_COPIES} "
-                f"copies of them {size * IO_COPIES / 2**30:.1f} GiB, more than the "
-                f"{available / 2**30:.1f} GiB of memory available here; lower the batch "
-                "sizes (offline.batch_sizes, online.batch_size) or measure on a larger host")
-        if row.shared_memory == "system" and space and size > space[0]:
-            raise ValueError(
-                f"{where}: its shared-memory regions take {size:,} bytes, more than the "
-                f"{space[0]:,} bytes free in /dev/shm; lower the batch "
-                "sizes, free /dev/shm, or measure without shared memory")
-
-
-class PerfTimeout(PerfError):
-    """perf_analyzer did not finish within its time limit (and was killed)."""
-
-
-def output_bytes(outputs: list[dict], batch: int) -> int:
-    per_sample = sum(
-        int(np.prod(t["dims"])) * np.dtype(numpy_dtype(t["dtype"])).itemsize for t in outputs
-    )
-    return per_sample * batch
 
 
 class Row(NamedTuple):
@@ -264,18 +155,68 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
     return cmd
 
 
-def run_client(server, cmd: list[str], timeout_s: float | None = None
-               ) -> subprocess.CompletedProcess:
+# perf_analyzer's profile export (every request's tail) holds every response's outputs
+# in memory until it ends: FastPitch's 330 KB mels at 350 inf/s on an H100 grew it past the
+# host's 128 GiB in minutes (2026-11-27, the OOM killer ended it). A run with the export is
+# watched, and past the smaller of these the level is measured again without it.
+EXPORT_MEMORY_CAP = 4 * 2**30
+EXPORT_MEMORY_SHARE = 1 / 8  # of the memory available when the run starts
+EXPORT_DROPPED = "tail not taken"  # a measured row's key: why, where the export was dropped
+
+
+class MemoryExceeded(RuntimeError):
+    """perf_analyzer grew past its memory limit and was killed; `rss`: its size then."""
+
+    def __init__(self, rss: int):
+        super().__init__(f"perf_analyzer grew to {rss / 2**30:.1f} GiB")
+        self.rss = rss
+
+
+def export_limit() -> int:
+    """The memory a perf_analyzer run with the profile export may grow to, in bytes."""
+    return int(min(EXPORT_MEMORY_CAP, psutil.virtual_memory().available * EXPORT_MEMORY_SHARE))
+
+
+def export_dropped(run: dict, row: Row, rss: int) -> str:
+    """Why a level's every-request tail was not taken."""
+    size = request_bytes(run["model"], row)
+    each = f", {size:,} bytes of inputs and outputs each" if size else ""
+    return (f"perf_analyzer's profile export, which holds every request{each}, grew past "
+            f"{rss / 2**30:.1f} GiB: the level was measured without it, and so were those "
+            "after it")
+
+
+def _watch_memory(proc: subprocess.Popen, limit: int, over: list) -> None:
+    """Kill `proc` once its resident memory passes `limit` (recorded in `over`)."""
+    while proc.poll() is None:
+        try:
+            rss = psutil.Process(proc.pid).memory_info().rss
+        except psutil.Error:
+            return
+        if rss > limit:
+            over.append(rss)
+            proc.kill()
+            return
+        time.sleep(0.25)
+
+
+def run_client(server, cmd: list[str], timeout_s: float | None = None,
+               memory_limit: int | None = None) -> subprocess.CompletedProcess:
     """perf_analyzer against `server`, in its environment (its shared-memory names), with
     the descriptors it hands on (the device lock), in a session of its own that the
     server's watchdog ends if this step is killed (deploybench.triton.watchdog).
-    TimeoutExpired after `timeout_s`, perf_analyzer killed, with what it printed."""
+    TimeoutExpired after `timeout_s`, perf_analyzer killed, with what it printed;
+    MemoryExceeded once it grows past `memory_limit` bytes."""
     watchdog = getattr(server, "watchdog", None)
+    over: list[int] = []
     with subprocess.Popen(cmd, env=server.env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, pass_fds=server.keep_fds,
                           start_new_session=True) as proc:
         if watchdog:
             watchdog.add(proc.pid)
+        if memory_limit:
+            threading.Thread(target=_watch_memory, args=(proc, memory_limit, over),
+                             daemon=True).start()
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -288,6 +229,8 @@ def run_client(server, cmd: list[str], timeout_s: float | None = None
         finally:
             if watchdog:
                 watchdog.discard(proc.pid)
+    if over:
+        raise MemoryExceeded(over[0])
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
@@ -345,7 +288,10 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
     perf = run["perf"]
     attempts = perf["attempts"]
 
+    dropped: list[str] = []  # why the profile export was dropped, where it was
+
     def attempt(number: int, stability: float | None = None):
+        nonlocal export
         server.ensure_alive()  # a dead server is reported as such, never retried
         cmd = command(run, scenario, server, row, data_json, csv_path, number, scale,
                       stability=stability, export=export)
@@ -354,17 +300,23 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.flush()
         # the server's environment: its shared-memory names (deploybench.triton.server)
         try:
-            result = run_client(server, cmd, timeout_s)
+            result = run_client(server, cmd, timeout_s, export and export_limit())
         except subprocess.TimeoutExpired as late:  # killed: an open-loop backlog may never drain
             log.write(f"{late.stdout or ''}[no result within {timeout_s:g} s: killed]\n")
             raise PerfTimeout(f"perf_analyzer did not finish the {scenario} level at batch "
                             f"{batch}, rate {row.rate:g}/s within {timeout_s:g} s") from None
+        except MemoryExceeded as over:  # the level again, without every request's tail
+            export, why = None, export_dropped(run, row, over.rss)
+            dropped.append(why)
+            log.write(f"[killed: {why}]\n")
+            return attempt(number, stability)
         log.write(result.stdout + result.stderr)
         log.flush()
         if result.returncode == 0 and csv_path.is_file():
             measured = parse_csv(csv_path.read_text(), row)
             return result, measured | {WINDOW_SPREAD: window_spread(result.stdout),
-                                       FOREIGN: foreign_requests(result.stdout, row, measured)}
+                                       FOREIGN: foreign_requests(result.stdout, row, measured),
+                                       **({EXPORT_DROPPED: dropped[0]} if dropped else {})}
         server.ensure_alive()
         return result, None
 
@@ -393,6 +345,12 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
                   f"{perf['stability_percentage']} % in {attempts} attempts: recorded as "
                   f"unstable (window spread {measured[WINDOW_SPREAD]} %)")
             return measured | {STABLE: False}
+    raise _failure(scenario, row, perf, result, unsettled, empty)
+
+
+def _failure(scenario: str, row: Row, perf: dict, result, unsettled: bool,
+             empty: bool) -> PerfError:
+    """The error of a level that found no measurement in perf.attempts attempts."""
     tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-8:])
     exit_code = None
     if unsettled:
@@ -402,9 +360,9 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
     else:
         exit_code = result.returncode
         why = f"failed (exit code {exit_code}) on the {scenario} measurement"
-    raise PerfError(
-        f"perf_analyzer {why} at batch {batch}, concurrency {concurrency}, "
-        f"{row.shared_memory} shared memory in {attempts} attempts (stability_percentage="
+    return PerfError(
+        f"perf_analyzer {why} at batch {row.batch}, concurrency {row.concurrency}, "
+        f"{row.shared_memory} shared memory in {perf['attempts']} attempts (stability_percentage="
         f"{perf['stability_percentage']}, max_trials={perf['max_trials']}, on_unstable="
         f"{perf['on_unstable']}):\n{tail}", exit_code=exit_code
     )
