@@ -11,7 +11,8 @@ to its folder, every file under a `logs/` or `history/` folder below it and ever
 `*.log` file (a lent machine's snakemake.log), none of the build outputs (converted models,
 model repositories, hidden work folders). Packing is deterministic (members sorted, fixed
 time, owner and mode, xz -9e), so packing unchanged files gives the same bytes; an archive
-whose bytes would not change is left as it is.
+whose bytes would not change is left as it is. Packing keeps what the archive held and
+the disk lacks (a checkout that never unpacked it), the disk's copy replacing the archive's.
 
 Unpacking refuses a whole archive holding a member that is not a plain file (a folder
 is passed over), whose path is absolute or climbs out with `..`, that lies outside a logs/
@@ -67,13 +68,14 @@ def members(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def archive_bytes(folder: Path, names: list[str]) -> bytes:
-    """The archive of `names` (relative to `folder`), the same bytes for the same files."""
+def archive_bytes(contents: dict[str, bytes]) -> bytes:
+    """The archive of `contents` (relative path -> bytes), the same bytes for the same
+    files."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:xz", preset=PRESET,
                       format=tarfile.PAX_FORMAT) as tar:
-        for name in names:
-            data = (folder / name).read_bytes()
+        for name in sorted(contents):
+            data = contents[name]
             info = tarfile.TarInfo(name)
             info.size, info.mtime, info.mode = len(data), MTIME, MODE
             info.uid = info.gid = 0
@@ -92,17 +94,29 @@ def _write(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def archived(archive: Path) -> dict[str, bytes]:
+    """The plain files `archive` holds (none where there is none)."""
+    if not archive.is_file():
+        return {}
+    with tarfile.open(archive, "r:xz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()
+                if m.isreg() and check_member(m) is None}
+
+
 def pack(folder: Path) -> str:
-    """Write `folder`'s archive where its bytes change; a line saying what was done."""
-    names = members(folder)
-    if not names:
-        return f"{folder}: no logs or history copies to pack"
-    data = archive_bytes(folder, names)
+    """Write `folder`'s archive where its bytes change: what it held, with the files on
+    disk added or replacing theirs (a checkout that never unpacked it loses nothing); a
+    line saying what was done."""
     archive = folder / ARCHIVE
+    contents = archived(archive) | {name: (folder / name).read_bytes()
+                                    for name in members(folder)}
+    if not contents:
+        return f"{folder}: no logs or history copies to pack"
+    data = archive_bytes(contents)
     if archive.is_file() and archive.read_bytes() == data:
-        return f"{archive}: unchanged ({len(names)} files)"
+        return f"{archive}: unchanged ({len(contents)} files)"
     _write(archive, data)
-    return f"{archive}: {len(names)} files, {len(data):,} bytes"
+    return f"{archive}: {len(contents)} files, {len(data):,} bytes"
 
 
 def check_member(member: tarfile.TarInfo) -> str | None:

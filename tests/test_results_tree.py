@@ -69,6 +69,22 @@ def test_packing_again_gives_the_same_bytes_and_unpacking_lays_the_files_out(tmp
     assert (folder / "set-2026-11-26/snakemake.log").read_text() == "done\n"
 
 
+def test_packing_a_checkout_that_never_unpacked_keeps_what_the_archive_held(tmp_path):
+    """A fresh clone has the archive, not its files: a new set packed there is added to
+    what the archive held, never put in its place."""
+    folder = tmp_path / "results/m/cpu"
+    _set(folder)
+    ra.pack(folder)
+    held = ra.archived(folder / ra.ARCHIVE)
+    for name in held:  # as a fresh clone has it
+        (folder / name).unlink()
+    new = folder / "b_fp16/logs/online.log"
+    new.parent.mkdir(parents=True)
+    new.write_text("new\n")
+    assert "4 files" in ra.pack(folder)
+    assert ra.archived(folder / ra.ARCHIVE) == {**held, "b_fp16/logs/online.log": b"new\n"}
+
+
 def _archive(folder, *entries):
     """An archive of hand-made members: (name, type, link target)."""
     buffer = io.BytesIO()
