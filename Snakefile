@@ -64,8 +64,8 @@ onerror:
     atexit.register(print, run_summary(failed=True))
 
 
-# `snakemake seeds`: every published table of the reference documents, re-created by the
+# `snakemake references`: every published table of the reference documents, re-created by the
 # configuration that reproduces it on the GPU key it was measured on.
-rule seeds:
+rule references:
     input:
-        lambda w: seed_targets(),
+        lambda w: reference_targets(),

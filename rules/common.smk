@@ -353,23 +353,23 @@ def built_only(paths):
 
 def run_summary(failed=False):
     """The lines a run ends with (deploybench.built): the reports of its targets (the
-    default target's, `seeds`', or the files named), and the HTML report's command with
+    default target's, `references`', or the files named), and the HTML report's command with
     the run's configuration files and targets."""
     named = sorted(workflow.dag_settings.targets)
     targets = [t for t in named if not workflow.is_rule(t)]
     if not named or "all" in named:
         targets += default_targets()
-    if "seeds" in named:
-        targets += seed_targets()
+    if "references" in named:
+        targets += reference_targets()
     args = [a for f in workflow.config_settings.configfiles for a in ("--configfile", str(f))]
     return built.summary(targets, Path.cwd(), args + named, failed)
 
 
-def seed_targets():
+def reference_targets():
     """The configuration reports that reproduce every published table of the reference
     documents, on each GPU key it was measured on (models' reference.pairs)."""
     keys = ("model", "gpu", "backend", "precision")
-    return [configuration_readme(dict(zip(keys, t))) for t in SETTINGS.seed_targets()]
+    return [configuration_readme(dict(zip(keys, t))) for t in SETTINGS.reference_targets()]
 
 
 def _model_inputs(w, name):
@@ -463,14 +463,14 @@ def search_of(w):
 
 def search_spec(w):
     """params of the search report: the search (strategy, budget, lists), its grid and the
-    seed configuration's point (a change re-runs the report only)."""
+    reference configuration's point (a change re-runs the report only)."""
     search = search_of(w)
     triton = run_of(w)["model"]["triton"]
     spec = {
         "key": key_of(w),
         "search": search,
         "grid": configuration_search.grid(search),
-        "seed": configuration_search.seed_point(search, triton),
+        "reference": configuration_search.reference_point(search, triton),
     }
     return json.dumps(spec, sort_keys=True)
 

@@ -110,10 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     rank = args.rank or configuration_search.rank_of(summary)
     search = {**summary["dimensions"],
               "descent_passes": args.passes or summary.get("descent_passes", 1)}
-    seed = configuration_search.parse_point(summary["seed"])
+    reference = configuration_search.parse_point(summary["reference"])
     try:
-        visited, pick = configuration_search.descent(search, seed, results.__getitem__, budget,
-                                                     rank)
+        visited, pick = configuration_search.descent(search, reference, results.__getitem__,
+                                                     budget, rank)
     except KeyError as err:
         print(f"the descent needs point {err} of the grid, which is not measured",
               file=sys.stderr)
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"points measured: {len(visited)} of {len(summary['grid'])} = {fraction:.2f} "
           f"(target <= {POINTS_TARGET})")
     if args.runs:
-        return over_runs(results, args.runs, search, seed, budget, rank)
+        return over_runs(results, args.runs, search, reference, budget, rank)
     return 0
 
 
@@ -167,7 +167,7 @@ def runs_of(results: dict[str, dict], folders: list[Path]) -> dict[str, list[dic
     return runs
 
 
-def over_runs(results: dict, folders: list[Path], search: dict, seed: dict,
+def over_runs(results: dict, folders: list[Path], search: dict, reference: dict,
               budget: float | None, rank: str) -> int:
     """The descent against the grid over every combination of one run a point."""
     runs = runs_of(results, folders)
@@ -183,8 +183,8 @@ def over_runs(results: dict, folders: list[Path], search: dict, seed: dict,
     for combo in combos:
         chosen = {n: runs[n][i] for n, i in zip(names, combo)}
         try:
-            _, pick = configuration_search.descent(search, seed, chosen.__getitem__, budget,
-                                                   rank)
+            _, pick = configuration_search.descent(search, reference, chosen.__getitem__,
+                                                   budget, rank)
         except KeyError as err:
             print(f"the descent needs point {err}, which is not measured", file=sys.stderr)
             return 1

@@ -29,8 +29,8 @@ def main_config(**overrides) -> dict:
     return deep_merge(config, overrides)
 
 
-def seed_opset(model: str) -> int:
-    """The ONNX opset a model's seed exported with (its config's export.onnx_opset)."""
+def reference_opset(model: str) -> int:
+    """The ONNX opset a model's reference exported with (its config's export.onnx_opset)."""
     config = yaml.safe_load((ROOT / "config" / "models" / f"{model}.yaml").read_text())
     return config["export"]["onnx_opset"]
 

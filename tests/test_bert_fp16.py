@@ -28,7 +28,7 @@ def source(tmp_path_factory):
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 def test_fp16_export_is_an_fp16_graph_close_to_the_fp32_source(source):
-    """The export step's onnx-fp16 (the seed's EXPORT_PRECISION fp16): every weight and
+    """The export step's onnx-fp16 (the reference's EXPORT_PRECISION fp16): every weight and
     both outputs FP16 in the graph, ids still INT32; on ONNX Runtime's CPU provider its
     logits match the FP32 source model's within the FP16 conversion tolerance; the convert
     step serves it as it is (no second cast)."""
@@ -67,7 +67,7 @@ def test_fp16_export_is_an_fp16_graph_close_to_the_fp32_source(source):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_fp16_trace_runs_in_half_on_the_cpu(source):
-    """ts-trace-fp16: torch on the CPU traces the halved model (DLE's seed traced it in
+    """ts-trace-fp16: torch on the CPU traces the halved model (DLE's reference traced it in
     FP16 too); the trace's logits are FP16 and match the source's."""
     from deploybench import source_model
     from deploybench.steps.export import export

@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from conftest import seed_opset
+from conftest import reference_opset
 from deploybench.models import bert
 from deploybench.models.bert import data as bert_data
 from deploybench.models.bert import squad as bert_squad
@@ -284,8 +284,8 @@ def test_exports_reproduce_the_model(data, tmp_path):
             for g, e in zip(got, expected):
                 torch.testing.assert_close(g, e, rtol=0, atol=1e-5)
         torch.onnx.export(model, example, str(tmp_path / "m.onnx"), input_names=NAMES,
-                          output_names=["output__0", "output__1"], opset_version=seed_opset("bert"),
-                          dynamo=False,
+                          output_names=["output__0", "output__1"],
+                          opset_version=reference_opset("bert"), dynamo=False,
                           dynamic_axes={n: {0: "batch"} for n in [*NAMES, "output__0",
                                                                   "output__1"]})
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
@@ -330,7 +330,7 @@ def test_fp16_conversions_keep_the_mask(tmp_path):
         for g, e in zip(got, expected):
             torch.testing.assert_close(g.float().cpu(), e, rtol=0, atol=5e-2)
         torch.onnx.export(model, x, str(tmp_path / "m.onnx"), input_names=NAMES,
-                          opset_version=seed_opset("bert"), dynamo=False)
+                          opset_version=reference_opset("bert"), dynamo=False)
     fp16 = float16.convert_float_to_float16(onnx.load(str(tmp_path / "m.onnx")),
                                             keep_io_types=True)
     session = ort.InferenceSession(fp16.SerializeToString(), providers=["CPUExecutionProvider"])

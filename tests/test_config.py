@@ -17,7 +17,7 @@ def test_run_resolves_the_device_overrides(settings):
     real = Settings(main_config(models_dir="config/models"))
     cpu, gpu = real.run("tft", "cpu", "onnx", "fp32"), real.run("tft", "h100", "onnx", "fp16")
     assert cpu["model"]["triton"]["max_batch_size"] == 64  # device_overrides.cpu
-    assert gpu["model"]["triton"]["max_batch_size"] == 1024  # the seed's
+    assert gpu["model"]["triton"]["max_batch_size"] == 1024  # the reference's
     assert gpu["model"]["online"]["concurrency"][-1] == 256
 
 
@@ -333,7 +333,7 @@ def _bert_tiny_with(tmp_path, **export):
 
 def test_export_precision_resolves_per_backend_and_device(settings, tmp_path):
     """bert-tiny exports onnx, ort-trt, trt and ts-trace at the run's precision (as its
-    seed); an FP32 export is not recorded in the run, so FP32 configurations' settings (and
+    reference); an FP32 export is not recorded in the run, so FP32 configurations' settings (and
     what Snakemake compares) are as before the setting existed."""
     fp16 = settings.run("bert-tiny", "h100", "trt", "fp16")
     assert fp16["export_precision"] == "fp16"
@@ -459,7 +459,7 @@ def test_a_model_extends_another_with_only_what_differs(tmp_path):
 
 def test_dlrm_large_is_dlrm_with_tables_ten_times_a_larger_cache():
     """The configured dlrm-large: dlrm's network, data and run parameters, tables up to 1M
-    rows (GiB, where dlrm's are MiB), the ensemble backends only, the seed's request
+    rows (GiB, where dlrm's are MiB), the ensemble backends only, the reference's request
     samples."""
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     settings = Settings(config)
@@ -471,7 +471,7 @@ def test_dlrm_large_is_dlrm_with_tables_ten_times_a_larger_cache():
 
     rows = sum(table_sizes(large["hparams"]))
     assert rows * 128 * 4 > 3 * 2**30 > 10 * sum(table_sizes(dlrm["hparams"])) * 128 * 4
-    # the offline requests made of the seed's 262,144 samples on every key
+    # the offline requests made of the reference's 262,144 samples on every key
     assert large["ensemble"] == {**dlrm["ensemble"], "perf_samples": 262144}
     assert large["offline"] == dlrm["offline"]
     assert large["reference"]["pairs"] == dlrm["reference"]["pairs"]

@@ -189,7 +189,7 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
 
     configs = {p.parent.name: triton_config.read(p) for p in repo.glob("*/config.pbtxt")}
     top = configs.pop("dlrm-tiny")
-    # seed 003's flattened interface: one request per batch, the batch inside the tensors
+    # reference 003's flattened interface: one request per batch, the batch inside the tensors
     assert top.platform == "ensemble" and top.max_batch_size == 0
     assert [(t.name, t.data_type, list(t.dims)) for t in top.input] == [
         ("EMB_KEY", mc.TYPE_INT64, [-1]), ("EMB_N_KEY", mc.TYPE_INT32, [1]),
@@ -281,7 +281,7 @@ def test_the_offline_scenario_serves_a_static_copy_of_the_repository(settings, t
     assert (copy / "dlrm-tiny-sparse/1/sparse" / STORAGE).is_file()
 
 
-# ---- seed 003's flattened interface (ensemble.requests) -----------------------------
+# ---- reference 003's flattened interface (ensemble.requests) -----------------------------
 
 def test_a_batch_becomes_one_flattened_request(settings):
     model = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")["model"]
@@ -395,8 +395,8 @@ def test_perf_data_of_a_batch_size_is_its_requests_in_turn(settings, tmp_path):
 
 
 @pytest.mark.parametrize("model", ["dlrm", "dcnv2"])
-def test_the_seeds_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
-    """Seed 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
+def test_the_references_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
+    """Reference 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
     (device_overrides), small counts on the CPU so that its run stays short."""
     from conftest import ROOT
     from deploybench.config import Settings

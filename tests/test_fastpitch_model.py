@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import seed_opset
+from conftest import reference_opset
 from deploybench.config import validate
 from deploybench.models import fastpitch
 from deploybench.models.fastpitch import data as fastpitch_data
@@ -376,7 +376,7 @@ def test_exports_reproduce_the_model(data, tiny_model, tmp_path):
             for g, e in zip(got, expected):
                 np.testing.assert_allclose(g, e, rtol=0, atol=1e-5)
         torch.onnx.export(tiny_model, example, str(tmp_path / "m.onnx"), input_names=NAMES_IN,
-                          output_names=NAMES_OUT, opset_version=seed_opset("fastpitch"),
+                          output_names=NAMES_OUT, opset_version=reference_opset("fastpitch"),
                           dynamo=False,
                           dynamic_axes={n: {0: "batch"} for n in NAMES_IN + NAMES_OUT})
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])

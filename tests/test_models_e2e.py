@@ -80,7 +80,7 @@ def check_configuration(work, run_dir: str, model: str, ensemble: bool = False) 
     assert (deviations["limit"] == config["accuracy"]["max_abs_deviation"]["fp32"]).all()
 
     offline = pd.read_csv(run / "offline.csv")
-    assert list(offline.columns)[:len(COLUMNS)] == COLUMNS  # telemetry after the seeds'
+    assert list(offline.columns)[:len(COLUMNS)] == COLUMNS  # telemetry after the references'
     assert list(offline["Batch"]) == config["offline"]["batch_sizes"]
     assert set(offline["Concurrency"]) == {1}
     scenarios = ("offline",) if ensemble else ("offline", "online")
@@ -124,7 +124,7 @@ def check_configuration(work, run_dir: str, model: str, ensemble: bool = False) 
     assert f"| Triton server | {prov['offline']['triton']['version']} (embedded" in readme
     assert f"| perf_analyzer | {prov['offline']['perf_analyzer']} |" in readme
     offline_section = readme.split("## Offline scenario")[1].split("\n## ")[0]
-    # the report's tables: the seeds' columns (telemetry has a section of its own)
+    # the report's tables: the references' columns (telemetry has a section of its own)
     assert markdown_table(measured_columns(offline)) in offline_section
     online_section = readme.split("## Online scenario")[1].split("\n## ")[0]
     if ensemble:
@@ -148,7 +148,7 @@ def test_bert_tiny_end_to_end(built):
 
 def check_per_batch_deployments(run):
     """bert-tiny's onnx deploys once per offline batch size (triton.deployments per_batch,
-    seed 004): each offline batch measured on its own model, online and accuracy on the
+    reference 004): each offline batch measured on its own model, online and accuracy on the
     largest, as the perf_analyzer command lines, the JSONs and the report say."""
     config = model_config("bert-tiny")
     batches = config["offline"]["batch_sizes"]
@@ -221,7 +221,7 @@ def test_dcnv2_tiny_end_to_end_through_tf2onnx(built):
 
 
 def test_dlrm_tiny_ensemble_end_to_end(built):
-    """Seed 003's shape: sparse model (hierarchical embeddings) -> dense ONNX model, one
+    """Reference 003's shape: sparse model (hierarchical embeddings) -> dense ONNX model, one
     Triton ensemble, with the device cache's hit rate in every report."""
     accuracy = check_configuration(built, DLRM_ENSEMBLE, "dlrm-tiny", ensemble=True)
     metrics = accuracy[accuracy["kind"] == "metric"].set_index("name")
@@ -287,7 +287,7 @@ def test_offline_sends_one_request_a_batch_and_counts_its_samples(built):
     for row, sent in zip(offline.to_dict("records"), report["requests"], strict=True):
         batch = row["Batch"]
         assert sent["Batch"] == sent["samples_per_request"] == batch
-        # inferences/second = B x requests/s (the seed's rows count samples; the CSV rounded)
+        # inferences/second = B x requests/s (the reference's rows count samples; the CSV rounded)
         assert row[THROUGHPUT] == pytest.approx(batch * sent["requests/s"], abs=1e-3)
         assert sent["request_shapes"] == {"EMB_KEY": [26 * batch], "EMB_N_KEY": [1],
                                           "numerical_features": [batch, 13]}
@@ -297,7 +297,7 @@ def test_offline_sends_one_request_a_batch_and_counts_its_samples(built):
     for command, batch in zip(commands, (1, 64)):
         assert f"--shape=EMB_KEY:{26 * batch}" in command
         assert f"--shape=numerical_features:{batch},13" in command
-    # the seed's protocol at the tiny config's counts: requests made of ensemble.perf_samples
+    # the reference's protocol at the tiny config's counts: requests made of ensemble.perf_samples
     # samples of the test split, after a cache warm-up of warmup_samples training samples
     assert report["request_samples"] == {"samples": 100, "source": "split test",
                                          "distinct": 100}

@@ -62,7 +62,7 @@ def test_full_build_produces_every_artifact(built, settings):
     assert accuracy[accuracy["kind"] == "deviation"]["passed"].all()
 
     offline = pd.read_csv(run / "offline.csv")
-    assert list(offline.columns) == COLUMNS + PROCESS_TELEMETRY  # the seeds' first
+    assert list(offline.columns) == COLUMNS + PROCESS_TELEMETRY  # the references' first
     assert list(offline["Batch"]) == [1, 4] and set(offline["Concurrency"]) == {1}
     online = pd.read_csv(run / "online.csv")
     assert list(online["Concurrency"]) == [1, 2] and set(online["Batch"]) == {1}
@@ -120,7 +120,7 @@ def test_the_configuration_report_says_what_ran_and_how(built):
     assert readme.index("## Host load") < readme.index("## Telemetry")
     assert "| Scenario | Batch | Concurrency | Shared memory | process CPU mean (%) |" in telemetry
     assert telemetry.count("| native |") == 2 and "GPU" not in telemetry  # the cpu key
-    assert readme.count("process CPU mean (%)") == 1  # the measurement tables: seeds' columns
+    assert readme.count("process CPU mean (%)") == 1  # measurement tables: references' columns
     for scenario, memory, levels in (  # tiny.yaml's windows, tft-tiny's warm-up levels
             ("offline", "system", "batch 1 x concurrency 1, batch max x concurrency 1"),
             ("online", "none", "batch max x concurrency max")):
@@ -165,14 +165,14 @@ def test_the_model_report_and_the_runs_last_lines(built):
 
 def check_telemetry(run: Path) -> None:
     """CPU and memory of the serving process tree (the server and its stub; the step for
-    native) beside every measured row, after the seeds' columns, consistent with the
+    native) beside every measured row, after the references' columns, consistent with the
     JSON's per-row detail and plausible: each figure between what a process can use."""
     cpus, memory_mib = os.cpu_count(), psutil.virtual_memory().total / 2**20
-    for scenario, seeds, tail in (("offline", COLUMNS, []), ("online", COLUMNS, TAIL_COLUMNS),
+    for scenario, columns, tail in (("offline", COLUMNS, []), ("online", COLUMNS, TAIL_COLUMNS),
                                   ("native", NATIVE_COLUMNS, [])):
         table = pd.read_csv(run / f"{scenario}.csv")
         # online: every request's tail after the telemetry
-        assert list(table.columns) == seeds + PROCESS_TELEMETRY + tail, table.columns
+        assert list(table.columns) == columns + PROCESS_TELEMETRY + tail, table.columns
         detail = json.loads((run / f"{scenario}.json").read_text())["telemetry"]
         assert [d["Batch"] for d in detail] == list(table["Batch"])
         for d, (_, row) in zip(detail, table.iterrows()):

@@ -12,8 +12,8 @@ from deploybench.config import ConfigError, Settings
 
 
 @pytest.mark.parametrize("model", ["dlrm", "dcnv2"])
-def test_recommenders_servers_take_the_seeds_memory_pools(model):
-    """Seed 003's deploy command: --pinned-memory-pool-byte-size=4000000000
+def test_recommenders_servers_take_the_references_memory_pools(model):
+    """Reference 003's deploy command: --pinned-memory-pool-byte-size=4000000000
     --cuda-memory-pool-byte-size=0:2000000000, on a GPU; the CPU key keeps the defaults."""
     from deploybench.triton.server import server_flags
 
@@ -24,27 +24,27 @@ def test_recommenders_servers_take_the_seeds_memory_pools(model):
     assert "server" not in settings.run(model, "cpu", "onnx", "fp32")["model"]["triton"]
 
 
-@pytest.mark.parametrize(("model", "backend", "triton_backend", "seed_bytes", "graphs"), [
-    ("tft", "trt", "tensorrt", 10_000_000_000, True),  # seed 002: 10 GB, capture graphs
+@pytest.mark.parametrize(("model", "backend", "triton_backend", "reference_bytes", "graphs"), [
+    ("tft", "trt", "tensorrt", 10_000_000_000, True),  # reference 002: 10 GB, capture graphs
     ("tft-traffic", "trt", "tensorrt", 10_000_000_000, True),
-    ("bert", "ort-trt", "onnxruntime", 8_589_934_592, False),  # seed 004: 8 GiB
-    ("widedeep", "trt", "tensorrt", 8_589_934_592, True),  # seed 000: 8 GiB, graphs
+    ("bert", "ort-trt", "onnxruntime", 8_589_934_592, False),  # reference 004: 8 GiB
+    ("widedeep", "trt", "tensorrt", 8_589_934_592, True),  # reference 000: 8 GiB, graphs
 ])
-def test_tensorrt_settings_follow_the_seeds_deploy_commands(model, backend, triton_backend,
-                                                            seed_bytes, graphs):
+def test_tensorrt_settings_follow_the_references_deploy_commands(model, backend, triton_backend,
+                                                                 reference_bytes, graphs):
     from deploybench.single import options
     from deploybench.triton import config as triton_config
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     run = settings.run(model, "a30", backend, "fp16")
     workspace = options(run).workspace_mb << 20  # what the engine build gets
-    assert 0 <= workspace - seed_bytes < 1 << 20
+    assert 0 <= workspace - reference_bytes < 1 << 20
     config = triton_config.model_config(model, run, triton_backend)
     assert config.optimization.cuda.graphs is graphs
     if backend == "ort-trt":  # the accelerator's own workspace
         accel = config.optimization.execution_accelerators.gpu_execution_accelerator[0]
         assert int(accel.parameters["max_workspace_size_bytes"]) == workspace
-    if model == "widedeep":  # the seed leaves the dynamic batcher's delay at Triton's 0
+    if model == "widedeep":  # the reference leaves the dynamic batcher's delay at Triton's 0
         assert config.dynamic_batching.max_queue_delay_microseconds == 0
 
 
@@ -111,13 +111,13 @@ def _flags(command: list[str]) -> dict:
      [{"--concurrency-range": "8:8", "-p": "60000"},
       {"--concurrency-range": "16:16", "-p": "60000"}]),
 ])
-def test_perf_analyzer_runs_as_each_seed_ran_it(model, scenario, expected, warm, monkeypatch):
+def test_perf_analyzer_runs_as_each_reference_ran_it(model, scenario, expected, warm, monkeypatch):
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     run = settings.run(model, "a100", "onnx" if model != "dlrm" else "tf-savedmodel", "fp32")
     command, warm_ups = _perf_commands(run, scenario, monkeypatch)
     flags = _flags(command)
     assert {k: flags.get(k) for k in expected} == expected, command
-    assert flags["-s"] == "10"  # perf_analyzer's own stability, which every seed kept
+    assert flags["-s"] == "10"  # perf_analyzer's own stability, which every reference kept
     if model == "fastpitch":
         assert "--shared-memory" not in flags and "--measurement-request-count" not in flags
     # the warm-up: each level of the document's runner in each shared-memory mode, the
@@ -142,7 +142,7 @@ def test_cpu_runs_keep_a_looser_stability_and_bad_override_keys_are_named():
         Settings({**config, "perf_overrides": {"a1OO": {"stability_percentage": 5}}})
 
 
-def test_the_matrix_holds_every_gpu_of_the_seeds_tables():
+def test_the_matrix_holds_every_gpu_of_the_references_tables():
     import pandas as pd
 
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -153,7 +153,7 @@ def test_the_matrix_holds_every_gpu_of_the_seeds_tables():
 
 @pytest.mark.e2e  # the real Snakemake, a dry run
 def test_every_published_table_dry_runs_to_the_configuration_that_reproduces_it(tmp_path):
-    """`snakemake seeds`: each GPU key of each seed table, paired by reference.pairs."""
+    """`snakemake references`: each GPU key of each reference table, paired by reference.pairs."""
     import subprocess
     import sys
 
@@ -172,14 +172,14 @@ def test_every_published_table_dry_runs_to_the_configuration_that_reproduces_it(
         for (gpu, *series), _ in rows.groupby(["gpu_key", *REFERENCE_SERIES], dropna=False):
             backend, precision = reference["pairs"][reference_series(*series)].rsplit("_", 1)
             expected.add((model, gpu, backend, precision))
-    assert set(settings.seed_targets()) == expected
+    assert set(settings.reference_targets()) == expected
     assert {"a40"} <= {gpu for _, gpu, _, _ in expected}  # FastPitch's A40 tables
     assert ("tft", "a100", "ts-trace", "fp32") in expected  # the "PyTorch FP16" rows
     assert ("widedeep", "t4", "tf-savedmodel", "fp16") in expected  # "TensorFlow FP32" (AMP)
 
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
-         "--directory", str(tmp_path), "-n", "seeds"], capture_output=True, text=True)
+         "--directory", str(tmp_path), "-n", "references"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     planned = set(re.findall(r"output: results/([\w-]+)/(\w+)/([\w-]+)_(fp\d\d)/README\.md",
                              result.stdout))
@@ -197,16 +197,16 @@ def test_a_published_table_without_its_configuration_is_named(tmp_path):
     with pytest.raises(ConfigError, match="model 'bert': the published table 'ONNX Runtime "
                                           "FP16' of 004_0e3f950e04427afa.txt has no "
                                           "configuration in reference.pairs"):
-        settings.seed_targets()
+        settings.reference_targets()
 
 
 @pytest.mark.parametrize("model, backend, opt", [
-    ("dlrm", "hps-trt", 1024),  # the seed's dense TensorRT build
+    ("dlrm", "hps-trt", 1024),  # the reference's dense TensorRT build
     ("dcnv2", "hps-trt", 1024),
-    ("tft", "trt", 1024),  # the largest preferred batch size where a seed states none
+    ("tft", "trt", 1024),  # the largest preferred batch size where a reference states none
     ("bert", "trt", 16),
 ])
-def test_tensorrt_profiles_are_optimised_for_the_seeds_batch(model, backend, opt):
+def test_tensorrt_profiles_are_optimised_for_the_references_batch(model, backend, opt):
     from deploybench.single import options
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))

@@ -11,26 +11,26 @@ import pytest
 from deploybench import reference_tables
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = ROOT.parent / "shared" / "seeds"
+DOCUMENTS = ROOT.parent / "shared" / "seeds"
 TFT = "002_86a4b5901d69b16e.txt"
 COMMITTED = ROOT / "config" / "reference" / "tables.csv"
 
-needs_seeds = pytest.mark.skipif(
-    not (SEEDS / "INDEX.md").is_file(),
-    reason=f"seed documents not beside the repository ({SEEDS} is absent)")
+needs_documents = pytest.mark.skipif(
+    not (DOCUMENTS / "INDEX.md").is_file(),
+    reason=f"reference documents not beside the repository ({DOCUMENTS} is absent)")
 
 
 @pytest.fixture(scope="module")
 def tft():
-    return reference_tables.parse_document(SEEDS / TFT)
+    return reference_tables.parse_document(DOCUMENTS / TFT)
 
 
 @pytest.fixture(scope="module")
-def every_seed():
-    return reference_tables.parse_documents(SEEDS)
+def all_documents():
+    return reference_tables.parse_documents(DOCUMENTS)
 
 
-@needs_seeds
+@needs_documents
 def test_tft_known_rows(tft):
     assert set(tft["document"]) == {TFT}
     assert set(tft["model"]) == {"TFT (electricity, traffic)"}
@@ -50,16 +50,16 @@ def test_tft_known_rows(tft):
     assert list(tft.columns[-15:]) == reference_tables.KEYS + reference_tables.METRICS
 
 
-@needs_seeds
-def test_every_document_irregularities(every_seed):
-    counts = every_seed.groupby(["document", "scenario"]).size().to_dict()
+@needs_documents
+def test_every_document_irregularities(all_documents):
+    counts = all_documents.groupby(["document", "scenario"]).size().to_dict()
     assert counts == {
         ("000_ed20038684edc44b.txt", "offline"): 72, ("000_ed20038684edc44b.txt", "online"): 256,
         ("001_a05501836336c82b.txt", "offline"): 32, ("001_a05501836336c82b.txt", "online"): 128,
         ("002_86a4b5901d69b16e.txt", "offline"): 176, ("002_86a4b5901d69b16e.txt", "online"): 512,
         ("003_c41fefe0334b576a.txt", "offline"): 60, ("004_0e3f950e04427afa.txt", "offline"): 48,
     }
-    by_doc = every_seed.set_index("document")
+    by_doc = all_documents.set_index("document")
     # 003 publishes microseconds under unit-less headers: converted to ms
     dlrm = by_doc.loc["003_c41fefe0334b576a.txt"]
     first = dlrm.iloc[0]
@@ -71,12 +71,12 @@ def test_every_document_irregularities(every_seed):
     assert online["concurrency"] == 1 and online["Inferences/Second"] == 82.1
     assert online["sequence_length"] == 128 and online["triton_preferred_batch_sizes"] == "4 8"
     assert online["model_format"] == "TorchScript"  # the section's own value wins
-    assert set(every_seed["gpu_key"]) == {"a30", "a40", "a100", "v100", "t4"}
+    assert set(all_documents["gpu_key"]) == {"a30", "a40", "a100", "v100", "t4"}
 
 
-@needs_seeds
-def test_committed_table_is_a_fresh_parse(every_seed):
-    assert COMMITTED.read_text() == reference_tables.to_csv_text(every_seed), (
+@needs_documents
+def test_committed_table_is_a_fresh_parse(all_documents):
+    assert COMMITTED.read_text() == reference_tables.to_csv_text(all_documents), (
         "stale: python -m deploybench.reference_tables ../shared/seeds "
         "config/reference/tables.csv")
 
@@ -145,7 +145,7 @@ def test_numeric_filters_match_the_tables_numbers():
     assert table[reference_columns].notna().all().all()
 
 
-def test_the_model_report_lists_where_a_model_is_not_run_as_its_seed(tmp_path):
+def test_the_model_report_lists_where_a_model_is_not_run_as_its_reference(tmp_path):
     import yaml
 
     from deploybench.config import Settings

@@ -264,9 +264,9 @@ def test_the_real_server_accepts_every_framework_backend_config(settings, tmp_pa
     assert "exit code 1" in str(failed.value)
 
 
-# Seed 004's runner (DLE BERT dist4l runner/config_<GPU>.yaml): ONNX, ONNX + TensorRT and
+# Reference 004's runner (DLE BERT dist4l runner/config_<GPU>.yaml): ONNX, ONNX + TensorRT and
 # TensorRT deployed once per batch size, max batch size N -> the preferred batch sizes.
-SEED_PER_BATCH = {1: [1], 8: [4, 8], 16: [8, 16]}
+REFERENCE_PER_BATCH = {1: [1], 8: [4, 8], 16: [8, 16]}
 
 
 def _bert_onnx(path, run):
@@ -283,7 +283,7 @@ def _bert_onnx(path, run):
 @pytest.mark.parametrize("backend, server", [("onnx", ["onnxruntime"]),
                                              ("ort-trt", ["onnxruntime"]),
                                              ("trt", ["tensorrt"]), ("trt", ["python"])])
-def test_per_batch_backends_deploy_once_per_batch_as_the_seed(backend, server, tmp_path):
+def test_per_batch_backends_deploy_once_per_batch_as_the_reference(backend, server, tmp_path):
     from deploybench.runners.tensorrt import profiles
     from deploybench.single import options
 
@@ -296,14 +296,14 @@ def test_per_batch_backends_deploy_once_per_batch_as_the_seed(backend, server, t
     configs = {p.parent.name: triton_config.read(p)
                for p in (tmp_path / "repo").glob("*/config.pbtxt")}
     assert sorted(configs) == ["bert_b1", "bert_b16", "bert_b8"]
-    for batch, preferred in SEED_PER_BATCH.items():
+    for batch, preferred in REFERENCE_PER_BATCH.items():
         config = configs[f"bert_b{batch}"]
         assert config.name == f"bert_b{batch}" and config.max_batch_size == batch
         assert list(config.dynamic_batching.preferred_batch_size) == preferred
         assert config.dynamic_batching.max_queue_delay_microseconds == 1
         assert [g.count for g in config.instance_group] == [1]
         # the plan's profile fixed at this deployment's batch (Triton's tensorrt backend)
-        profile = [str(list(SEED_PER_BATCH).index(batch))] if served == "tensorrt" else []
+        profile = [str(list(REFERENCE_PER_BATCH).index(batch))] if served == "tensorrt" else []
         assert list(config.instance_group[0].profile) == profile
         if served == "onnxruntime" and backend == "ort-trt":
             (accel,) = config.optimization.execution_accelerators.gpu_execution_accelerator
@@ -312,14 +312,14 @@ def test_per_batch_backends_deploy_once_per_batch_as_the_seed(backend, server, t
     inodes = {(tmp_path / "repo" / name / "1" / run["artifact"]).stat().st_ino
               for name in configs}
     assert len(inodes) == 1
-    # the TensorRT build: one profile per deployment, min = opt = max (the seed's
-    # --min-shapes/--opt-shapes/--max-shapes input__i=N,384), the seed's 8 GiB workspace
+    # the TensorRT build: one profile per deployment, min = opt = max (the reference's
+    # --min-shapes/--opt-shapes/--max-shapes input__i=N,384), the reference's 8 GiB workspace
     opts = options(run)
     assert profiles(opts) == [(1, 1, 1), (8, 8, 8), (16, 16, 16)]
     assert opts.input_dims == ((384,),) * 3 and opts.workspace_mb << 20 == 8589934592
 
 
-def test_torchscript_deploys_once_with_max_batch_16_as_the_seed(tmp_path):
+def test_torchscript_deploys_once_with_max_batch_16_as_the_reference(tmp_path):
     from deploybench.runners.tensorrt import profiles
     from deploybench.single import options
 

@@ -107,7 +107,7 @@ def test_the_configs_searches(settings):
     assert len(lists["instances"]) >= 3 and len(lists["max_queue_delay_us"]) >= 3
     assert len(lists["preferred_batch_sizes"]) == 2 and len(search.grid(h100)) == 18
     triton = full.run("tft", "h100", "aoti-cg", "fp16")["model"]["triton"]
-    assert search.seed_point(h100, triton) == "i2-q1-p512_1024"  # the seed's own values
+    assert search.reference_point(h100, triton) == "i2-q1-p512_1024"  # the reference's own values
     run = search.point_run(full, "tft", "h100", "aoti-cg", "fp16", "i4-q100-p512_1024")
     assert run["model"]["triton"]["instances"] == 4 and run["search_point"]["name"]
     assert run["search_point"]["scenarios"] == ["online"]  # the H100 search: online only
@@ -204,7 +204,7 @@ def test_descent_measures_fewer_points_and_finds_a_separable_optimum():
 
     triton = {"instances": 2, "max_queue_delay_us": 1, "preferred_batch_sizes": [512, 1024]}
     visited, pick = search.descent(s, triton, measure, None)
-    assert visited[0] == "i2-q1-p512_1024"  # the seed's configuration first
+    assert visited[0] == "i2-q1-p512_1024"  # the reference's configuration first
     assert pick == "i2-q100-p1024" == search.best({n: measure(n) for n in search.grid(s)}, None)
     assert len(visited) <= len(search.grid(s)) // 2
 
@@ -276,7 +276,7 @@ def test_descent_then_grid_share_their_points(work):
     points the descent did not, and both picks are reported."""
     snakemake(work, f"{SEARCH}/README.md", "--config", "search={strategy: descent}")
     descent = _summary(work)
-    assert descent["strategy"] == "descent" and descent["seed"] == "i1-q100-m8"
+    assert descent["strategy"] == "descent" and descent["reference"] == "i1-q100-m8"
     measured = descent["points"]
     assert measured[0] == "i1-q100-m8" and len(measured) <= 4
     readme = (work / SEARCH / "README.md").read_text()
@@ -378,7 +378,7 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
     level = {"batch": 16, "concurrency": 64, "shared_memory": "none", "avg_ms": 5.0}
     (folder / "search.json").write_text(json.dumps({
         "strategy": "grid", "points": ["i1", "i2"], "grid": ["i1", "i2"], "p99_budget_ms": 25,
-        "winner": "i2", "seed": "i1",
+        "winner": "i2", "reference": "i1",
         "results": {"i1": {"status": "ok", "online": [{**level, "throughput": 1000.0,
                                                       "p99_ms": 9.5}]},
                     "i2": {"status": "ok", "online": [{**level, "throughput": 2500.0,
@@ -396,7 +396,7 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
     row = table.iloc[0].to_dict()
     assert row["Search"] == "[aoti-cg_fp16](h100/aoti-cg_fp16/search/README.md)"
     assert row["Winner: online peak"] == "2,500 inf/s at 64, p99 12.25 ms"
-    assert row["Seed's values: online peak"] == "1,000 inf/s at 64, p99 9.50 ms"
+    assert row["Reference's values: online peak"] == "1,000 inf/s at 64, p99 9.50 ms"
     assert row["Strategy"] == "grid, 2 of 2"
     assert row["Winner: within the budget"] == "2,500 inf/s at 64, p99 12.25 ms"
     assert _search_peak({"status": "ok", "online": [{**level, "throughput": 1.0,
@@ -440,7 +440,7 @@ def test_the_bench_compares_a_partial_grid_only_when_asked(tmp_path):
     throughput = {"i1-q100": 1000.0, "i2-q100": 3000.0, "i2-q1000": 2000.0, "i1-q1000": 9000.0}
     (tmp_path / "search.json").write_text(json.dumps({
         "key": {"model": "m", "gpu": "h100", "backend": "aoti-cg", "precision": "fp16"},
-        "grid": search.grid(dims), "dimensions": dims, "seed": "i1-q100",
+        "grid": search.grid(dims), "dimensions": dims, "reference": "i1-q100",
         "p99_budget_ms": 25, "descent_passes": 1}))
 
     def measured(*names):

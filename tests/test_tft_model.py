@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from conftest import seed_opset
+from conftest import reference_opset
 from deploybench.models import tft
 
 # The TFT at a tiny size: electricity's layout, short series, narrow hidden size.
@@ -146,7 +146,8 @@ def test_exports_reproduce_the_model(data, tmp_path):
         for exported in (torch.jit.trace(model, example), torch.jit.script(model)):
             torch.testing.assert_close(exported(*x), expected, rtol=0, atol=1e-4)
         torch.onnx.export(model, example, str(tmp_path / "m.onnx"), input_names=NAMES,
-                          output_names=["target__0"], opset_version=seed_opset("tft"), dynamo=False,
+                          output_names=["target__0"], opset_version=reference_opset("tft"),
+                          dynamo=False,
                           dynamic_axes={n: {0: "batch"} for n in [*NAMES, "target__0"]})
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     used = {i.name for i in session.get_inputs()}  # the export drops unread inputs

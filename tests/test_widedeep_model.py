@@ -35,7 +35,7 @@ MULTI = [i for i, h in enumerate(HOT) if h > 1]
 SIZES = [min(f["cardinality"], 50) for f in CATS]
 INPUTS = TINY_CONFIG["inputs"]
 OUTPUTS = TINY_CONFIG["outputs"]
-# DLE's data/outbrain/features.py at the seed's commit: MULTIHOT_COLUMNS (hotness 3) and
+# DLE's data/outbrain/features.py at the reference's commit: MULTIHOT_COLUMNS (hotness 3) and
 # their HASH_BUCKET_SIZES; trainer/model/widedeep.py's Keras inputs are INT32 for every
 # categorical feature (one-hot (1,), multi-hot (hotness,)), FP32 for numerical ones.
 DLE_MULTIHOT = {"topic_id_list": 350, "entity_id_list": 10000, "category_id_list": 100}
@@ -289,8 +289,8 @@ def test_load_split_round_trips_what_was_generated(data):
         widedeep.load_split(TINY, str(data / "valid"), "valid", None)
 
 
-def test_seed_era_folder_without_a_feature_spec(data, tmp_path):
-    """The seed reads ${DATASETS_DIR}/outbrain/valid/*.parquet, NVTabular's output with no
+def test_reference_era_folder_without_a_feature_spec(data, tmp_path):
+    """The reference reads ${DATASETS_DIR}/outbrain/valid/*.parquet, NVTabular's output with no
     feature spec: every file of the split, in name order; longer lists are cut to 3."""
     table = pd.read_parquet(data / "valid/part_0.parquet")
     topics = list(table["topic_id_list"])

@@ -275,7 +275,7 @@ class Settings:
             self._merged[(model, gpu, backend)] = deployments.resolve(merged)
         return self._merged[(model, gpu, backend)]
 
-    def seed_targets(self) -> list[tuple[str, str, str, str]]:
+    def reference_targets(self) -> list[tuple[str, str, str, str]]:
         """The configuration that reproduces each published table of each model's reference
         document, on every GPU key the table was measured on (reference.pairs)."""
         targets = []

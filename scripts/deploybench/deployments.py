@@ -2,7 +2,7 @@
 
 `triton.deployments: single` (default): one model named after the model key, with the
 configured max batch size. `per_batch`: one model per offline batch size N, named
-`<model>_b<N>`, max batch size N (a TensorRT plan's profile fixed at N), as seed 004's
+`<model>_b<N>`, max batch size N (a TensorRT plan's profile fixed at N), as reference 004's
 runner deploys ONNX, ONNX + TensorRT and TensorRT once per batch size. Offline measures
 each batch on its own deployment; online sends to the largest (its dynamic batcher forms
 batches up to that max); accuracy to the smallest whose max batch covers its batches.

@@ -13,15 +13,15 @@ DEFAULT_WARMUP_LEVELS = (("max", "max"),)
 def online_refusal(run: dict) -> str | None:
     """Why a configuration has no online scenario, None where it has one. An ensemble
     (hps-*) takes one request per batch, the batch inside its tensors (max_batch_size 0,
-    seed 003's interface): Triton's dynamic batcher cannot form batches of it, and the
-    seed publishes offline tables only."""
+    reference 003's interface): Triton's dynamic batcher cannot form batches of it, and the
+    reference publishes offline tables only."""
     if not is_ensemble(run):
         return None
     key = run["key"]
     return (f"no online scenario for backend '{key['backend']}' ({run['backend']['title']}) "
             f"of model '{key['model']}': the ensemble takes one request per batch (the batch "
-            "inside its tensors EMB_KEY, EMB_N_KEY, as seed 003 serves it; max_batch_size 0), "
-            "so dynamic batching cannot apply; the seed publishes offline tables only")
+            "inside its tensors EMB_KEY, EMB_N_KEY, as reference 003 serves it; max_batch_size 0), "
+            "so dynamic batching cannot apply; the reference publishes offline tables only")
 
 
 def serves_online(run: dict) -> bool:

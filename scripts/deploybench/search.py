@@ -8,7 +8,7 @@ configuration's settings with those values in `triton` (and the search's own `of
 value to a list adds new names and keeps the others, so Snakemake builds only the new
 points. `point_name` and `parse_point` are the one mapping between a name and its values.
 
-Strategies: `grid` measures every point; `descent` is coordinate descent from the seed's
+Strategies: `grid` measures every point; `descent` is coordinate descent from the reference's
 configuration (each dimension's value nearest the configuration's own): it measures one
 dimension's values with the others fixed at the best so far, keeps the best, and goes on to
 the next (one pass by default; `descent_passes` more, until a pass changes nothing). Its
@@ -103,7 +103,7 @@ def grid(search: dict) -> list[str]:
             for combo in itertools.product(*values.values())]
 
 
-def seed_point(search: dict, triton: dict) -> str:
+def reference_point(search: dict, triton: dict) -> str:
     """The point of the configuration's own values (the value nearest it, in each list):
     where the descent starts."""
     def nearest(dim, options):
@@ -298,7 +298,7 @@ def best(results: dict[str, dict], budget_ms: float | None, rank: str = RANK) ->
 
 def descent(search: dict, triton: dict, measure: Callable[[str], dict],
             budget_ms: float | None, rank: str = RANK) -> tuple[list[str], str | None]:
-    """Coordinate descent from the seed's point: the names it measured, in order, and its
+    """Coordinate descent from the reference's point: the names it measured, in order, and its
     pick. `measure(name)` gives a point's result (in the workflow, a checkpoint's output:
     it raises until the point is built, and Snakemake calls the walk again). One pass by
     default (`descent_passes`): each dimension's line once, 1 + sum(values - 1) points;
@@ -306,7 +306,7 @@ def descent(search: dict, triton: dict, measure: Callable[[str], dict],
     nothing."""
     max_passes = search.get("descent_passes", 1)
     values = lists(search)
-    current = parse_point(seed_point(search, triton))
+    current = parse_point(reference_point(search, triton))
     visited: dict[str, dict] = {}
 
     def result(name):

@@ -35,7 +35,7 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 # Steps that send requests: an ensemble's are made from its `ensemble` section
 # (ensemble.requests), the offline ones from samples of its data split (perf_samples)
 # after a warm-up of training samples (warmup_samples) in requests of the accuracy
-# step's batch (the seed's warm-up is its accuracy run); a single model's steps keep
+# step's batch (the reference's warm-up is its accuracy run); a single model's steps keep
 # their settings without them.
 REQUEST_STEPS = {"accuracy": ("ensemble",),
                  "offline": ("ensemble", "plugin", "hparams", "data", "accuracy")}

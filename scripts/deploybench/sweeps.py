@@ -153,7 +153,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
     with open(perf_log, "w") as log, \
             serving.warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
                                   work) as (server, prov, data_json):
-        if sweep[0].shapes:  # an ensemble: its cache warmed as the seed's was
+        if sweep[0].shapes:  # an ensemble: its cache warmed as the reference's was
             extra |= _cache_warmup(spec, server, config_pbtxt, data_dir, sweep[0].model)
         perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
         levels = Progress(f"{out_csv.stem} ({spec['key']['model']})", len(sweep))

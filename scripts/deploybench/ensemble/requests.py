@@ -1,4 +1,4 @@
-"""The ensemble's Triton interface, as seed 003's HPS ensemble takes it: one request per
+"""The ensemble's Triton interface, as reference 003's HPS ensemble takes it: one request per
 batch, the batch inside the tensors (max_batch_size 0, no batcher dimension).
 
     EMB_KEY             INT64 [-1]     the B x T ids, sample by sample, each sample's ids
@@ -114,7 +114,7 @@ def _split(model: dict, data_dir: Path, split: str, count: int) -> list[np.ndarr
 
 def perf_samples(model: dict, data_dir: Path | None, fallback) -> tuple[list, dict]:
     """The samples the offline requests are made of, and where they came from:
-    `ensemble.perf_samples` of the data split (the seed's 262,144; a split with fewer is
+    `ensemble.perf_samples` of the data split (the reference's 262,144; a split with fewer is
     taken in turn up to the count), or `fallback()` (the perf data's samples)."""
     count = settings(model).get("perf_samples")
     if not count or data_dir is None:
@@ -129,7 +129,7 @@ def perf_samples(model: dict, data_dir: Path | None, fallback) -> tuple[list, di
 def warmup_batches(model: dict, data_dir: Path | None):
     """(description, batches): the cache warm-up before the offline step measures,
     `ensemble.warmup_samples` training samples in batches of accuracy.batch_size (the
-    seed's evaluate_accuracy over 1000 x 16384 training samples); none without it."""
+    reference's evaluate_accuracy over 1000 x 16384 training samples); none without it."""
     total = settings(model).get("warmup_samples", 0)
     if not total or data_dir is None:
         return None, iter(())

@@ -82,7 +82,7 @@ def searches_table(out: Path) -> pd.DataFrame:
             "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
             "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
             "p99 budget (ms)": budget}
-        for who, point in (("Winner", found["winner"]), ("Seed's values", found["seed"])):
+        for who, point in (("Winner", found["winner"]), ("Reference's values", found["reference"])):
             result = found["results"].get(point)
             row |= {who: point, f"{who}: within the budget": _search_peak(result, budget, rank),
                     f"{who}: online peak": _search_peak(result, None, rank)}
@@ -184,8 +184,8 @@ def _kept_apart_sections(out: Path, dated: pd.DataFrame) -> str:
     if len(searched):
         text += ("\n\n## Configuration searches\n\nThe best Triton configuration under each "
                  "search's latency budget (online), against the configuration's own (the "
-                 "seed's values); each search's README has every point, the frontier and the "
-                 "winner's config.pbtxt.\n\n" + markdown_table(searched))
+                 "reference's values); each search's README has every point, the frontier and "
+                 "the winner's config.pbtxt.\n\n" + markdown_table(searched))
     if len(dated):
         text += ("\n\n## Dated measurement sets\n\nRuns kept apart from the configuration "
                  "folders (partial sweeps, repeats, probes), each with its notes, logs and "
@@ -206,7 +206,7 @@ def _about_the_reference(configs: list[Path], reference: dict) -> str:
                                "GPU keys": ", ".join(gpus.get(name, []))}
                               for name, config in reference["pairs"].items()])
         text += ("\n\n## The configurations that reproduce the published tables\n\n"
-                 "`snakemake seeds` builds each on the GPU keys of its tables.\n\n"
+                 "`snakemake references` builds each on the GPU keys of its tables.\n\n"
                  + markdown_table(pairs))
     if reference.get("metrics"):
         accuracy = reference_accuracy(configs, reference)

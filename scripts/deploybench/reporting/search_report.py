@@ -12,14 +12,14 @@ from ..search import at_budget, peak
 # The README; its tables' rows and the failed points' section filled in by search_page
 PAGE = (
     "# Configuration search: {model} {gpu} {backend}_{precision}\n\n"
-    "Strategy **{strategy}**: {measured} of the grid's {grid} points measured (seed "
-    "configuration: `{seed}`); latency budget: {budget} (online); ranked by `{rank}`: "
+    "Strategy **{strategy}**: {measured} of the grid's {grid} points measured (reference "
+    "configuration: `{reference}`); latency budget: {budget} (online); ranked by `{rank}`: "
     "{ranking}.\n\n"
     "| dimension | values |\n|---|---|\n{dimensions}\n"
     "## Best configuration\n\n"
     "- best within the budget ({budget}): {within}\n"
     "- best throughput overall: `{fastest}`: {fastest_level}\n"
-    "- the configuration's own values (`{seed}`): {own}\n"
+    "- the configuration's own values (`{reference}`): {own}\n"
     "- winner (deploy this): `{chosen}`, its config as `winner/config.pbtxt`:\n\n"
     "```protobuf\n{config}\n```\n\n"
     "## Points\n\n"
@@ -52,14 +52,15 @@ def search_page(spec: dict, results: dict, within: str | None, fastest: str, cho
     failed = [n for n in spec["points"] if results[n]["status"] != configuration_search.OK]
     return PAGE.format(
         **key, strategy=search["strategy"], measured=len(spec["points"]),
-        grid=len(spec["grid"]), seed=spec["seed"], budget=budget_text, rank=rank,
+        grid=len(spec["grid"]), reference=spec["reference"], budget=budget_text, rank=rank,
         ranking=RANKING[rank],
         dimensions="".join(f"| {d} | {', '.join(map(str, v))} |\n"
                            for d, v in configuration_search.lists(search).items()),
         within=(f"`{within}`: {_within(results[within], budget, rank)}" if within
                 else "no measured point has an online level within the budget"),
         fastest=fastest, fastest_level=_level(peak(results[fastest], None)),
-        own=_seed(results, spec["seed"], chosen), chosen=chosen, config=config_text.rstrip(),
+        own=_reference(results, spec["reference"], chosen), chosen=chosen,
+        config=config_text.rstrip(),
         dims=" | ".join(dims), dim_rules="---|" * len(dims),
         points="".join(_point_row(name, results[name], dims, budget, rank) + "\n"
                        for name in spec["points"]),
@@ -85,14 +86,14 @@ def _point_row(name: str, result: dict, dims: list[str], budget: float | None,
             f"| {top['p99_ms']:.2f} | {_within(result, budget, rank)} | {offline} |")
 
 
-def _seed(results: dict, seed: str, chosen: str) -> str:
-    """The seed's point as measured by this search (its online peak and its p99), and the
+def _reference(results: dict, reference: str, chosen: str) -> str:
+    """The reference's point as measured by this search (its online peak and its p99), and the
     winner's peak against it."""
-    if seed not in results:
+    if reference not in results:
         return "not measured by this search"
-    if results[seed]["status"] != configuration_search.OK:
+    if results[reference]["status"] != configuration_search.OK:
         return "failed"
-    own, won = peak(results[seed], None), peak(results[chosen], None)
+    own, won = peak(results[reference], None), peak(results[chosen], None)
     return (f"online peak {_level(own)}; the winner's peak is "
             f"{won['throughput'] / own['throughput']:.2f}x its throughput, at "
             f"{won['p99_ms'] / own['p99_ms']:.2f}x its p99")

@@ -24,7 +24,7 @@ def _tensorrt():
 
 def profiles(options: Options) -> list[tuple[int, int, int]]:
     """The plan's optimisation profiles as (min, opt, max) batch sizes: one from 1 through
-    `opt_batch_size` to the max batch size, or one fixed at each of `fixed_batches` (seed
+    `opt_batch_size` to the max batch size, or one fixed at each of `fixed_batches` (reference
     004's per-batch engines: min = opt = max), profile i serving deployment i."""
     if options.fixed_batches:
         return [(b, b, b) for b in options.fixed_batches]

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import artifacts, atomic, layout, source_model
 from ..backends import EXPORT_PRECISION, FP16_EXPORTS
 
-ONNX_OPSET = 17  # where a model's `export.onnx_opset` (its seed's) says none
+ONNX_OPSET = 17  # where a model's `export.onnx_opset` (its reference's) says none
 EXPORT_MAX_BATCH = 1 << 16  # torch.export's bound of the batch dimension
 FORMATS = {"torch": ("ts-trace", "ts-script", "onnx", "torch-export"),
            "tensorflow": ("tf-savedmodel", "onnx", "dense-savedmodel", "dense-onnx")}

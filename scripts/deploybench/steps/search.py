@@ -128,7 +128,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     summary = {
         "key": key, "strategy": search["strategy"], "p99_budget_ms": budget, "rank": rank,
         "descent_passes": search.get("descent_passes", 1),
-        "dimensions": configuration_search.lists(search), "seed": spec["seed"],
+        "dimensions": configuration_search.lists(search), "reference": spec["reference"],
         "points": spec["points"], "grid": spec["grid"],
         "best_within_budget": within, "best_overall": fastest, "winner": chosen,
         "results": results,

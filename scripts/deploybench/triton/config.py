@@ -23,7 +23,7 @@ from ..runners.cudagraph import buckets
 from .cpp_backend import NAME as CPP_BACKEND
 
 # Tensors of a real Merlin HPS model (its backend's fixed names), and the recommender
-# ensemble's keys that feed them (seed 003's names; deploybench.ensemble.requests).
+# ensemble's keys that feed them (reference 003's names; deploybench.ensemble.requests).
 HPS_KEYS, HPS_NUMKEYS, HPS_OUTPUT = "KEYS", "NUMKEYS", "OUTPUT0"
 EMB_KEY, EMB_N_KEY = "EMB_KEY", "EMB_N_KEY"
 

@@ -1,7 +1,7 @@
 """DLRM / DCNv2 plug-in (TensorFlow 2, Keras 3): the model, its data and its metric.
 
 Follows DeepLearningExamples' TensorFlow2/Recommendation/DLRM_and_DCNv2 as its Triton
-deployment serves it (seed 003: Merlin HPS + TensorRT ensemble): `hparams["architecture"]`
+deployment serves it (reference 003: Merlin HPS + TensorRT ensemble): `hparams["architecture"]`
 picks "dlrm" (dot interaction) or "dcnv2" (low-rank cross network); the network is in
 `net` (sparse part and dense part as separate layers), the data in `data`
 (DLE's split binary Criteo layout), the metric is DLE's ROC AUC.
@@ -35,7 +35,7 @@ def build_model(hparams: dict, checkpoint: str | None, seed: int):
 
 
 def split(model) -> tuple[list[np.ndarray], object]:
-    """The model as its ensemble deploys it (seed 003): the embedding tables (float32
+    """The model as its ensemble deploys it (reference 003): the embedding tables (float32
     [rows, dim] each, in feature order) and the dense part as a Keras model called as
     `dense([numerical [B, 13], lookup vectors [B, T * dim]])` -> the click probability."""
     from .net import DenseModel

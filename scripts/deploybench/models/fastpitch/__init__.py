@@ -129,7 +129,7 @@ def load_split(hparams: dict, data_dir: str, split: str,
 
 def perf_inputs(hparams: dict, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """DLE's triton/prepare_input_data.py: one real text, its symbols repeated until they
-    fill text_length (the seed's SEQUENCE_LENGTH 128) and cut there; its length that."""
+    fill text_length (the reference's SEQUENCE_LENGTH 128) and cut there; its length that."""
     ids, lengths = inputs
     length = hparams["text_length"]
     text = np.resize(ids[0, :int(lengths[0, 0])], length)  # resize repeats the symbols

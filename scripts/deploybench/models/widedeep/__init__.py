@@ -2,7 +2,7 @@
 metric.
 
 Follows DeepLearningExamples' TensorFlow2/Recommendation/WideAndDeep as its Triton
-deployment serves it (seed 000: a TensorFlow SavedModel `WidenDeep`, output
+deployment serves it (reference 000: a TensorFlow SavedModel `WidenDeep`, output
 `wide_deep_model`): the network is in `net`, the data in `data` (DLE's preprocessed
 parquet, see there), the metric is DLE's MAP@12.
 

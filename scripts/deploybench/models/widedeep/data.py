@@ -2,7 +2,7 @@
 DeepLearningExamples' TensorFlow2 WideAndDeep: NVTabular's preprocessed Outbrain as
 parquet files.
 
-    <data_dir>/<split>/*.parquet           (splits: train, valid; DLE's names; the seed
+    <data_dir>/<split>/*.parquet           (splits: train, valid; DLE's names; the reference
                                             reads valid/*.parquet)
     <data_dir>/feature_spec.yaml           (optional: which files and features)
 
@@ -21,8 +21,8 @@ feature_spec.yaml (after DLE's later feature spec): `feature_spec` (per feature:
 and cardinality for categorical ones, max_hotness for multi-hot ones), `channel_spec`
 (categorical / numerical / label / display_id feature names, in model order),
 `source_spec` (per split: chunks of type `parquet`, with their features and files
-relative to the yaml's folder) and `metadata`. Without it (the seed era's NVTabular
-output), a split is every `<split>/*.parquet` file with all its columns.
+relative to the yaml's folder) and `metadata`. Without it (the NVTabular output of the
+reference's era), a split is every `<split>/*.parquet` file with all its columns.
 Feature names are DLE's NVTabular Outbrain names (see config/models/widedeep.yaml).
 """
 
@@ -166,9 +166,9 @@ def read_spec(data_dir: str | Path) -> dict | None:
         return yaml.safe_load(f)
 
 
-def seed_era_sources(data_dir: str | Path) -> dict:
+def reference_era_sources(data_dir: str | Path) -> dict:
     """The source spec of a folder without feature_spec.yaml: each split's
-    `<split>/*.parquet` files (the seed's --data-pattern), all their columns."""
+    `<split>/*.parquet` files (the reference's --data-pattern), all their columns."""
     sources = {}
     for split in SPLITS:
         files = sorted(p.relative_to(data_dir).as_posix()
@@ -186,7 +186,7 @@ def load(data_dir: str | Path, split: str, max_samples: int | None) -> dict[str,
     None), for every feature of the spec (categorical, numerical, label, display_id); a
     multi-hot feature's is an object array of id arrays."""
     spec = read_spec(data_dir)
-    sources = spec["source_spec"] if spec else seed_era_sources(data_dir)
+    sources = spec["source_spec"] if spec else reference_era_sources(data_dir)
     if split not in sources:
         raise ValueError(f"Outbrain dataset '{data_dir}' has no split '{split}'; its "
                          f"splits: {', '.join(sources)}")

@@ -1,6 +1,6 @@
 """The Wide & Deep network in Keras 3, after DeepLearningExamples'
 TensorFlow2/Recommendation/WideAndDeep (`trainer/model/widedeep.py` and `layers.py`, the
-NVTabular Outbrain version the seed deploys).
+NVTabular Outbrain version the reference deploys).
 
 One Triton input per feature, in the order of `hparams`: the categorical features' ids
 first (any integer dtype; [B, 1] for a one-hot feature, [B, hotness] for a multi-hot
@@ -14,7 +14,7 @@ one), then the numerical features (float, [B, 1]).
   by `combiner`, DLE's --combiner) and the numerical features.
 - `WideDeepModel`: sigmoid(wide logit + deep logit), the deep logit being the last
   (linear, 1 unit) layer of a ReLU MLP (DLE's deep_hidden_units, 1024 x 5) over the deep
-  input: the click probability [B, 1] float32 (the seed's `wide_deep_model` output).
+  input: the click probability [B, 1] float32 (the reference's `wide_deep_model` output).
 
 A one-hot id is reduced modulo its table's size (floor mod, negative ids too), so tables
 scaled down from DLE's hash bucket sizes still take any id. In a multi-hot list a
