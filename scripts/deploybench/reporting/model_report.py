@@ -82,7 +82,9 @@ def searches_table(out: Path) -> pd.DataFrame:
             "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
             "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
             "p99 budget (ms)": budget}
-        for who, point in (("Winner", found["winner"]), ("Reference's values", found["reference"])):
+        # a search.json written before 2026-11-27 names the reference's point "seed"
+        reference = found["reference"] if "reference" in found else found["seed"]
+        for who, point in (("Winner", found["winner"]), ("Reference's values", reference)):
             result = found["results"].get(point)
             row |= {who: point, f"{who}: within the budget": _search_peak(result, budget, rank),
                     f"{who}: online peak": _search_peak(result, None, rank)}
