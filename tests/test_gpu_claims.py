@@ -25,7 +25,7 @@ CLAIM = """
 import json, os, sys, time
 from deploybench.measurement import device
 run = json.loads(sys.argv[1])
-with device.claim(run, hold=sys.argv[2] == "hold") as c:
+with device.claim(run, hold=sys.argv[2] == "hold", count=int(sys.argv[4])) as c:
     print(json.dumps({"device": c.device, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
                       "cpus": sorted(os.sched_getaffinity(0)),
                       "at": time.time(), "waited_s": c.held.record["waited_s"] if c.held else 0}),
@@ -49,10 +49,10 @@ def host(tmp_path, monkeypatch):
     return env
 
 
-def claim(env: dict, gpu: dict, hold: bool = True, seconds: float = 0.0, **extra):
-    run = {"gpu": gpu, "allow_gpu_mismatch": False, **extra}
+def claim(env: dict, gpu: dict, hold: bool = True, seconds: float = 0.0, count: int = 1):
+    run = {"gpu": gpu, "allow_gpu_mismatch": False}
     return subprocess.Popen([sys.executable, "-c", CLAIM, json.dumps(run),
-                             "hold" if hold else "free", str(seconds)],
+                             "hold" if hold else "free", str(seconds), str(count)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -146,3 +146,35 @@ def test_the_local_profile_runs_one_measuring_job_a_gpu_each_with_its_cores(host
          "device.bench_slots()"], env={**host, "DEPLOYBENCH_BENCH_SLOTS": "zero"},
         capture_output=True, text=True)
     assert bad.returncode != 0 and "DEPLOYBENCH_BENCH_SLOTS='zero'" in bad.stderr
+
+
+def test_a_deployment_over_two_gpus_holds_both_and_a_third_is_refused(host):
+    two = claim(host, H100, seconds=5, count=2)
+    held = started(two)
+    one = claim(host, H100)  # both H100s held: it waits for the pair to end
+    got = result(one)
+    two.wait(timeout=60)
+    assert set(held["visible"].split(",")) == H100S and held["device"] in H100S
+    assert got["waited_s"] > 1.0 and got["device"] in H100S
+    three = claim(host, H100, count=3)
+    _, err = three.communicate(timeout=60)
+    assert three.returncode != 0 and "triton.gpus 3: GPU key 'h100' has 2 GPU(s)" in err
+
+
+def test_a_gpu_count_is_written_as_tritons_instance_groups_and_parsed_back(tmp_path):
+    from conftest import main_config, tiny_models
+    from deploybench.config import ConfigError, Settings
+    from deploybench.triton import config as triton_config
+
+    models_dir = tiny_models(tmp_path, triton={"gpus": 2, "instances": 3}).split("=", 1)[1]
+    config = main_config(models_dir=models_dir)
+    run = Settings(config).run("tft-tiny", "h100", "ts-trace", "fp16")
+    triton_config.write(triton_config.model_config("tft-tiny", run), tmp_path / "config.pbtxt")
+    text = (tmp_path / "config.pbtxt").read_text()
+    (group,) = triton_config.read(tmp_path / "config.pbtxt").instance_group
+    assert list(group.gpus) == [0, 1] and group.count == 3 and "gpus: 1" in text
+    one = Settings(main_config()).run("tft-tiny", "h100", "ts-trace", "fp16")
+    triton_config.write(triton_config.model_config("tft-tiny", one), tmp_path / "one.pbtxt")
+    assert not triton_config.read(tmp_path / "one.pbtxt").instance_group[0].gpus
+    with pytest.raises(ConfigError, match="triton.gpus 2 needs a GPU key"):
+        Settings(config).run("tft-tiny", "cpu", "onnx", "fp32")

@@ -333,6 +333,7 @@ class Settings:
         backend_spec = BACKENDS[backend]
         settings = self.model_settings(model, gpu, backend)
         _check_batches(model, gpu, backend, settings)
+        _check_gpus(model, gpu, self.gpus[gpu], settings)
         exported = self.export_precision(model, gpu, backend, precision)
         return {
             "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
@@ -365,6 +366,15 @@ class Settings:
                             continue
                         keys.append((model, gpu, backend, precision))
         return keys
+
+
+def _check_gpus(model: str, gpu: str, device: dict, settings: dict) -> None:
+    """A deployment over several GPUs needs a GPU key."""
+    gpus = settings["triton"].get("gpus", 1)
+    if gpus > 1 and device["kind"] != "gpu":
+        raise ConfigError(f"model '{model}' on key '{gpu}': triton.gpus {gpus} needs a GPU "
+                          f"key ('{gpu}' serves on the host's CPUs); set it to 1 or use a "
+                          "GPU key")
 
 
 def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:

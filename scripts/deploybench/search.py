@@ -35,7 +35,7 @@ from .step_specs import step_spec
 
 # dimension (a `triton` setting) -> its letter in a point's name, in naming order
 DIMENSIONS = {"instances": "i", "max_queue_delay_us": "q", "preferred_batch_sizes": "p",
-              "max_batch_size": "m"}
+              "max_batch_size": "m", "gpus": "g"}
 _LETTERS = {letter: dim for dim, letter in DIMENSIONS.items()}
 STRATEGIES = ("grid", "descent")
 # A point's name: its searched dimensions' letters and values, joined by '-'
@@ -139,6 +139,9 @@ def check(search: dict, model_settings: dict, where: str, device_kind: str) -> N
     if not values:
         raise ConfigError(f"{where}: the search lists no values to try; list at least one "
                           f"of {', '.join(DIMENSIONS)}")
+    if "gpus" in values and device_kind != "gpu":
+        raise ConfigError(f"{where}: search.gpus needs a GPU key (this one serves on the "
+                          "host's CPUs); remove it, or search on a GPU key")
     triton = model_settings["triton"]
     max_batches = values.get("max_batch_size", [triton["max_batch_size"]])
     if "max_batch_size" in values and per_batch(model_settings):

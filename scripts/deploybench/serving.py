@@ -53,7 +53,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
         return
     cfg = run["server"]
     repo = Path(config_pbtxt).parent.parent
-    with device.claim(run) as claimed, \
+    with device.claim(run, count=run["model"]["triton"].get("gpus", 1)) as claimed, \
             tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
         checked, held = claimed.checked, claimed.held
         triton = install.for_server(cfg)  # after the claim: a docker server gets its GPU
@@ -66,7 +66,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
                           load_timeout_s=cfg["load_timeout_s"],
                           flags=server_flags(  # memory options: none change a result
                               run["model"].get("triton", {}).get("server", {})),
-                          keep_fds=(held.fd,)) as server:
+                          keep_fds=held.fds) as server:
             with closing(httpclient.InferenceServerClient(server.http_url)) as client:
                 meta = client.get_server_metadata()
             described = {**triton.describe(),

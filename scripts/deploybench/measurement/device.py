@@ -123,11 +123,13 @@ UNHELD = ("convert", "conversion_check")
 @dataclass
 class Claim:
     """The device a step runs on: what `check` found (provenance), the device ("cpu", or
-    a GPU's UUID, which CUDA_VISIBLE_DEVICES now names alone) and its lock where held."""
+    a GPU's UUID, which CUDA_VISIBLE_DEVICES now names alone; the first of `devices`, of
+    a deployment over several) and its locks where held."""
 
     checked: dict
     device: str
     held: locks.Held | None
+    devices: tuple = ()
 
 
 _claimed: Claim | None = None  # this process's: one step, one claim
@@ -154,26 +156,29 @@ def _choices(gpu: dict, checked: dict) -> list[str]:
 
 
 @contextmanager
-def claim(run: dict, hold: bool = True):
+def claim(run: dict, hold: bool = True, count: int = 1):
     """The device of a step, checked once where the step starts: refuses a GPU key this
     machine lacks, takes the first matching GPU whose lock is free (waiting while every
-    one is held) and makes it the only one CUDA_VISIBLE_DEVICES shows to the step, its
-    server and perf_analyzer. `hold` False (a conversion): the first free one, unheld.
-    Within a claim (the step's), yields that claim."""
+    one is held; `count` of them for a deployment over several) and makes it the only one
+    CUDA_VISIBLE_DEVICES shows to the step, its server and perf_analyzer. `hold` False (a
+    conversion): the first free one, unheld. Within a claim (the step's), yields it."""
     global _claimed
     if _claimed is not None:
         yield _claimed
         return
     checked = check(run["gpu"], run["allow_gpu_mismatch"])
     choices = _choices(run["gpu"], checked)
-    with locks.any_device_lock(choices) if hold else nullcontext() as held:
-        device = held.record["device"] if held else next(
-            (d for d in choices if locks.is_free(d)), choices[0])
-        if device != "cpu":
+    if count > len(choices):
+        raise DeviceMismatch(f"triton.gpus {count}: GPU key '{run['gpu']['key']}' has "
+                             f"{len(choices)} GPU(s) this job may use ({', '.join(choices)})")
+    with locks.any_device_lock(choices, count) if hold else nullcontext() as held:
+        devices = tuple(held.record.get("devices", [held.record["device"]])) if held else (
+            next((d for d in choices if locks.is_free(d)), choices[0]),)
+        if devices[0] != "cpu":
             if hold:
-                _pin_to_share(device)
-            os.environ["CUDA_VISIBLE_DEVICES"] = device
-        _claimed = Claim(checked, device, held)
+                _pin_to_share(devices)
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+        _claimed = Claim(checked, devices[0], held, devices)
         try:
             yield _claimed
         finally:
@@ -181,16 +186,18 @@ def claim(run: dict, hold: bool = True):
 
 
 
-def _pin_to_share(device: str) -> None:
-    """Pin this step (and so its server and perf_analyzer) to its GPU's share of the CPUs
+def _pin_to_share(devices: tuple) -> None:
+    """Pin this step (and so its server and perf_analyzer) to its GPUs' share of the CPUs
     it may use, the k-th of n GPUs the k-th n-th: measurements side by side then neither
     share a core nor count each other as load (host_load reads the pinned CPUs alone)."""
     gpus = [g["uuid"] for g in visible_gpus()]
-    if len(gpus) < 2 or device not in gpus:
+    if len(gpus) < 2 or not set(devices) <= set(gpus) or len(devices) == len(gpus):
         return
-    cpus, k, n = sorted(os.sched_getaffinity(0)), gpus.index(device), len(gpus)
-    first = k * len(cpus) // n
-    os.sched_setaffinity(0, cpus[first:max((k + 1) * len(cpus) // n, first + 1)])
+    cpus, n, share = sorted(os.sched_getaffinity(0)), len(gpus), set()
+    for k in (gpus.index(d) for d in devices):
+        first = k * len(cpus) // n
+        share.update(cpus[first:max((k + 1) * len(cpus) // n, first + 1)])
+    os.sched_setaffinity(0, share)
 
 
 SLOTS_ENV = "DEPLOYBENCH_BENCH_SLOTS"

@@ -48,6 +48,10 @@ class Held:
 
     fd: int
     record: dict = field(default_factory=dict)
+    fds: tuple = ()  # every lock held (a deployment over several GPUs); () : fd's alone
+
+    def __post_init__(self):
+        self.fds = self.fds or (self.fd,)
 
 
 def _describe(st: os.stat_result) -> str:
@@ -188,18 +192,33 @@ def _timeout_s() -> float:
     return value
 
 
-def _wait(fds: dict[str, int], paths: dict[str, Path], timeout_s: float) -> str:
-    """Take the first of the locks `fds` (device -> descriptor) that is free, waiting for
-    one to free while all are held; the device taken."""
+def _take(fds: dict[str, int], count: int) -> list[str]:
+    """The first `count` of the locks `fds` that are free, taken; none where fewer are
+    (all or none: two jobs never each hold half of what both wait for)."""
+    taken = []
+    for device, fd in fds.items():
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            taken.append(device)
+        except BlockingIOError:
+            continue
+        if len(taken) == count:
+            return taken
+    for device in taken:
+        fcntl.flock(fds[device], fcntl.LOCK_UN)
+    return []
+
+
+def _wait(fds: dict[str, int], paths: dict[str, Path], timeout_s: float,
+          count: int = 1) -> list[str]:
+    """Take the first `count` of the locks `fds` (device -> descriptor) that are free,
+    waiting while fewer are; the devices taken."""
     start = time.monotonic()
     reported = -REPORT_EVERY_S
     while True:
-        for device, fd in fds.items():
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return device
-            except BlockingIOError:
-                pass
+        taken = _take(fds, count)
+        if taken:
+            return taken
         waited = time.monotonic() - start
         held_by = "; ".join(f"{paths[d]}, held by {_holders_text(fd)}" for d, fd in fds.items())
         if waited >= timeout_s:
@@ -230,10 +249,10 @@ def device_lock(device: str):
 
 
 @contextmanager
-def any_device_lock(devices: list[str]):
-    """Hold the lock of whichever of `devices` is free first (in their order while
-    several are): a job of a host of several GPUs takes a free one; yields a `Held`
-    whose record's "device" names it."""
+def any_device_lock(devices: list[str], count: int = 1):
+    """Hold the locks of whichever `count` of `devices` are free first (in their order
+    while more are): a job of a host of several GPUs takes free ones; yields a `Held`
+    whose record's "device" names the first ("devices": all, where several)."""
     timeout_s = _timeout_s()
     folder_fd, folder, scope = lock_folder()
     fds: dict[str, int] = {}
@@ -248,11 +267,14 @@ def any_device_lock(devices: list[str]):
         os.close(folder_fd)
     start = time.time()
     try:
-        taken = _wait(fds, {d: folder / _name(d) for d in fds}, timeout_s)
-        for device in [d for d in fds if d != taken]:
+        taken = _wait(fds, {d: folder / _name(d) for d in fds}, timeout_s, count)
+        for device in [d for d in fds if d not in taken]:
             os.close(fds.pop(device))
-        held = Held(fds[taken], {"device": taken, "lock": str(folder / _name(taken)),
-                                 "scope": scope, "acquired_at": time.time()})
+        held = Held(fds[taken[0]], {"device": taken[0], "lock": str(folder / _name(taken[0])),
+                                    "scope": scope, "acquired_at": time.time()},
+                    tuple(fds[d] for d in taken))
+        if count > 1:
+            held.record["devices"] = taken
         held.record["waited_s"] = round(held.record["acquired_at"] - start, 3)
         yield held
         held.record["released_at"] = time.time()

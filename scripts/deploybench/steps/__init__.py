@@ -85,6 +85,12 @@ def _isolated(rule: str, spec: dict) -> bool:
         server.get("kind") == "container" and server.get("engine") == "docker")
 
 
+def _gpus(rule: str, spec: dict) -> int:
+    """The GPUs a step's deployment spans (triton.gpus): a served step holds them all; the
+    in-process ones measure on one."""
+    return spec.get("model", {}).get("triton", {}).get("gpus", 1) if rule in SERVING else 1
+
+
 def step_function(rule: str):
     if rule not in STEPS:
         raise KeyError(f"no step for rule '{rule}'; steps: {', '.join(sorted(STEPS))}")
@@ -147,7 +153,8 @@ def run(smk) -> None:
     failure = None
     with _output_to(log):
         try:
-            with device.claim(spec, hold=smk.rule not in device.UNHELD) \
+            with device.claim(spec, hold=smk.rule not in device.UNHELD,
+                              count=_gpus(smk.rule, spec)) \
                     if device.claims(spec, smk.rule) else nullcontext():
                 step(spec, **kwargs)
         except Exception as err:  # the traceback for the log, one clear line for both

@@ -35,10 +35,15 @@ def tensor(cls, spec: dict):
 
 
 def instance_groups(run: dict) -> list:
-    """`triton.instances` instances on the run's device kind."""
-    kind = (mc.ModelInstanceGroup.KIND_GPU if run["gpu"]["kind"] == "gpu"
-            else mc.ModelInstanceGroup.KIND_CPU)
-    return [mc.ModelInstanceGroup(count=run["model"]["triton"]["instances"], kind=kind)]
+    """`triton.instances` instances on the run's device kind; over several GPUs
+    (`triton.gpus`), that many on each of GPUs 0..gpus-1 (those the step claimed)."""
+    triton = run["model"]["triton"]
+    if run["gpu"]["kind"] != "gpu":
+        return [mc.ModelInstanceGroup(count=triton["instances"],
+                                      kind=mc.ModelInstanceGroup.KIND_CPU)]
+    gpus = triton.get("gpus", 1)
+    return [mc.ModelInstanceGroup(count=triton["instances"], kind=mc.ModelInstanceGroup.KIND_GPU,
+                                  gpus=list(range(gpus)) if gpus > 1 else None)]
 
 
 def dynamic_batching(run: dict) -> mc.ModelDynamicBatching | None:
