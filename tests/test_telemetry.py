@@ -179,3 +179,33 @@ def test_the_report_shows_gpu_rows_and_what_nvml_could_not_give(tmp_path):
     assert "**1 of 2 measurements ran beside other load**" in section
     assert "or another process on the GPU" in section
     assert "| 4242 python3 (512 MiB) |" in section and "| none |" in section
+
+
+def test_a_deployment_over_two_gpus_is_sampled_on_each_and_summed():
+    """Telemetry of a deployment over several GPUs: each GPU's readings (`gpus`), and
+    the deployment's (`gpu`): utilisation and clock their mean, memory, power and energy
+    their sum, so energy per inference stays the deployment's."""
+    one = {"mig": False, "samples": 10, "utilization_percent": {"mean": 80.0, "max": 95.0},
+           "memory_used_mib": {"min": 1000.0, "mean": 1200.0, "max": 1500.0},
+           "power_w": {"mean": 300.0, "max": 350.0},
+           "sm_clock_mhz": {"mean": 1980.0, "min": 1900.0, "max": 1980.0},
+           "clock_event_reasons": ["none"], "energy_j": 3000.0,
+           "energy_source": "energy counter"}
+    two = {**one, "samples": 9, "utilization_percent": {"mean": 60.0, "max": 90.0},
+           "power_w": {"mean": 200.0, "max": 260.0}, "clock_event_reasons": ["sw_power_cap"],
+           "energy_j": 2000.0}
+    both = telemetry.combined([one, two])
+    assert both["gpus"] == 2 and both["samples"] == 9
+    assert both["utilization_percent"] == {"mean": 70.0, "max": 95.0}
+    assert both["power_w"] == {"mean": 500.0, "max": 610.0}
+    assert both["memory_used_mib"]["max"] == 3000.0 and both["energy_j"] == 5000.0
+    assert both["clock_event_reasons"] == ["none", "sw_power_cap"]
+    row = telemetry.columns({"processes": {"pids": []}, "gpu": both}, throughput=1000.0)
+    assert row[ENERGY_PER_INFERENCE] == 500.0  # 500 W over 1,000 inf/s: 0.5 J each
+    # a GPU lacking a figure leaves the deployment's unavailable, not understated
+    lacking = telemetry.combined([one, {**two, "power_w": "unavailable: NVML: no power"}])
+    assert lacking["power_w"] == "unavailable: NVML: no power"
+    with Telemetry([NO_GPU, NO_GPU + "-2"]) as usage:  # no NVML here: each one says why
+        time.sleep(0.1)
+    assert set(usage.result["gpus"]) == {NO_GPU, NO_GPU + "-2"}
+    assert usage.result["gpu"].startswith("unavailable: NVML: ")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import artifacts, serving, tail
 from .backends import export_precision
-from .measurement import telemetry
+from .measurement import provenance, telemetry
 from .measurement.host_load import HostLoad
 from .measurement.progress import Progress
 from .measurement.repeats import median_run, spread
@@ -167,8 +167,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             export = (work / "export.json" if scenario == "online" and repeats == 1
                       and not untaken else None)
             before = serving.executions_by_batch(server, row.model) if scenario == "online" else {}
-            with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
-                    HostLoad(prov["device"]) as load:
+            gpus = provenance.measured_devices(prov)
+            with telemetry.Telemetry(gpus, server_pids=server.pids) as sampled, \
+                    HostLoad(gpus) as load:
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log, export=export) for _ in range(repeats)]
                 why = runs[-1].pop(perf_analyzer.EXPORT_DROPPED, None) or (
@@ -176,8 +177,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 if export and not why:
                     tails.append({**level, **_tail(spec, server, row, data_json, work, log,
                                                    export, runs)})
-                elif why:
-                    untaken.append({**level, "why": why})
+                untaken += [{**level, "why": why}] if why else []
                 tail_rows.append(tails[-1] if export and not why else None)
             if scenario == "online":  # what the dynamic batcher made of the level's requests
                 formed.append({**level, "executions_by_batch": serving.formed_since(
@@ -240,9 +240,11 @@ def _tail(spec: dict, server, row, data_json: Path, work: Path, log, export: Pat
         longer = _lengthened(spec, found, scale)
         if not longer:
             break
-        scale = longer
-        runs[:] = [perf_analyzer.measure(spec, "online", server, row, data_json, work, log,
-                                         export=export, scale=scale)]
+        again = perf_analyzer.measure(spec, "online", server, row, data_json, work, log,
+                                      export=export, scale=longer)
+        if perf_analyzer.EXPORT_DROPPED in again:  # too big to keep: the shorter run stays
+            break
+        scale, runs[:] = longer, [again]
         found = tail.summary(export)
     return found | ({"windows_lengthened": scale} if scale > 1 else {})
 

@@ -99,11 +99,12 @@ class HostLoad:
     the 1-minute load average at the end, on a GPU the other processes on it (listed at
     the start and at the end), and whether that is contention."""
 
-    def __init__(self, device: str = "cpu"):
-        self.device = device
+    def __init__(self, device: str | list[str] = "cpu"):
+        self.devices = [device] if isinstance(device, str) else list(device)
+        self.device = self.devices[0]  # a deployment over several GPUs: each one's
 
     def __enter__(self) -> HostLoad:
-        self._gpu_start = None if self.device == "cpu" else other_gpu_processes(self.device)
+        self._gpu_start = None if self.device == "cpu" else self._gpu_processes()
         self._cpus = pinned_cpus()
         self._start = time.monotonic(), _busy_seconds(self._cpus), _own_seconds()
         return self
@@ -121,10 +122,17 @@ class HostLoad:
                        "pinned_cpus": self._cpus,
                        "contended": contended_cpu(cores, cpus)}
         if self.device != "cpu":
-            gpu = _union(self._gpu_start, other_gpu_processes(self.device))
+            gpu = _union(self._gpu_start, self._gpu_processes())
             self.result["other_gpu_processes"] = gpu
             self.result["contended"] |= isinstance(gpu, list) and any(p["seen"] for p in gpu)
 
+
+    def _gpu_processes(self) -> list[dict] | str:
+        """Other processes on any of the measured GPUs, or why NVML cannot say."""
+        found = [other_gpu_processes(d) for d in self.devices]
+        lists = [f for f in found if isinstance(f, list)]
+        return [p for f in lists for p in f] if len(lists) == len(found) else next(
+            f for f in found if isinstance(f, str))
 
 def _union(start: list[dict] | str, end: list[dict] | str) -> list[dict] | str:
     """The processes listed at either end (by pid, the larger memory), or the reason

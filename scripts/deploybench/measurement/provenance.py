@@ -236,3 +236,9 @@ if __name__ == "__main__":
     import sys
 
     print("\n".join(commits_with_code(sys.argv[1])) or f"no commit has code {sys.argv[1]}")
+
+
+def measured_devices(prov: dict) -> str | list[str]:
+    """What a served measurement's telemetry and host load sample: the GPUs its
+    deployment spans where several (their locks), else its device."""
+    return prov.get("device_lock", {}).get("devices") or prov["device"]

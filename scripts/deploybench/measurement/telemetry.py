@@ -101,16 +101,120 @@ class _Tree:
         return spent, rss / nvml.MIB, len(self.procs)
 
 
+class _GpuSampler:
+    """One GPU's NVML readings over a measurement (a reading it cannot give: recorded
+    as missing, no longer asked for)."""
+
+    def __init__(self, device: str):
+        self.device, self.gpu, self.failed, self.energy = device, None, None, None
+        self.samples: dict[str, list] = {k: [] for k in SAMPLED}
+        self.missing: dict[str, str] = {}
+        try:
+            self.gpu = nvml.Gpu(device)
+        except nvml.Unavailable as why:
+            self.failed = str(why)
+            return
+        try:
+            self.energy = self.gpu.read("energy_j")
+        except nvml.Unavailable as why:
+            self.missing["energy_j"] = str(why)
+
+    def sample(self) -> None:
+        if self.gpu is None:
+            return
+        for what in SAMPLED:
+            if what in self.missing:
+                continue
+            try:
+                self.samples[what].append(self.gpu.read(what))
+            except nvml.Unavailable as why:  # not supported here: stop asking
+                self.missing[what] = str(why)
+
+    def close(self) -> None:
+        if self.gpu is not None:
+            self.gpu.close()
+
+    def result(self, duration: float) -> dict | str:
+        if self.failed:
+            return unavailable(self.failed)
+        out = {"mig": self.gpu.mig,
+               "samples": max(len(values) for values in self.samples.values())}
+        wanted = {"utilization_percent": ("mean", "max"),
+                  "memory_used_mib": ("min", "mean", "max"),
+                  "power_w": ("mean", "max"), "sm_clock_mhz": ("mean", "min", "max")}
+        for what, stats in wanted.items():
+            values = self.samples[what]
+            out[what] = (unavailable(self.missing[what]) if what in self.missing
+                         else _stats(values, *stats) if values else unavailable("no sample"))
+        if "clock_event_reasons" in self.missing:
+            out["clock_event_reasons"] = unavailable(self.missing["clock_event_reasons"])
+        else:
+            out["clock_event_reasons"] = sorted({r for sample in self.samples[
+                "clock_event_reasons"] for r in sample})
+        if self.gpu.mig:
+            out["power_scope"] = "the parent GPU's, shared with its other MIG instances"
+        return out | self._energy_result(duration)
+
+    def _energy_result(self, duration: float) -> dict:
+        """The counter's difference where the GPU has one, else the power samples (evenly
+        spaced) times the duration."""
+        if self.energy is not None:
+            try:
+                joules = self.gpu.read("energy_j") - self.energy
+                return {"energy_j": round(joules, 3), "energy_source": "energy counter"}
+            except nvml.Unavailable as why:
+                self.missing["energy_j"] = str(why)
+        power = self.samples["power_w"]
+        if power:
+            return {"energy_j": round(sum(power) / len(power) * duration, 3),
+                    "energy_source": "power samples"
+                    + (f" (counter {self.missing['energy_j']})"
+                       if "energy_j" in self.missing else "")}
+        return {"energy_j": unavailable(self.missing.get("power_w", "no power sample"))}
+
+
+# How the GPUs of a deployment over several add up: the deployment's utilisation and
+# clock are their mean, its memory, power and energy their sum
+_COMBINED = {"utilization_percent": {"mean": "mean", "max": "max"},
+             "memory_used_mib": {"min": "sum", "mean": "sum", "max": "sum"},
+             "power_w": {"mean": "sum", "max": "sum"},
+             "sm_clock_mhz": {"mean": "mean", "min": "min", "max": "max"}}
+_HOW = {"mean": lambda v: sum(v) / len(v), "sum": sum, "min": min, "max": max}
+
+
+def combined(results: list) -> dict | str:
+    """One figure set for a deployment over several GPUs from each GPU's result (see
+    _COMBINED; clock event reasons: any GPU's); a figure any GPU lacks is unavailable."""
+    failed = [r for r in results if not isinstance(r, dict)]
+    if failed:
+        return failed[0]
+    out = {"gpus": len(results), "samples": min(r["samples"] for r in results)}
+    for what, stats in _COMBINED.items():
+        lacking = [r[what] for r in results if not isinstance(r[what], dict)]
+        out[what] = lacking[0] if lacking else {
+            k: round(float(_HOW[how]([r[what][k] for r in results])), 2)
+            for k, how in stats.items()}
+    reasons = [r["clock_event_reasons"] for r in results]
+    out["clock_event_reasons"] = (sorted(set().union(*reasons)) if all(
+        isinstance(x, list) for x in reasons) else next(x for x in reasons if isinstance(x, str)))
+    energy = [r["energy_j"] for r in results]
+    out["energy_j"] = (round(sum(energy), 3) if all(isinstance(e, (int, float)) for e in energy)
+                       else next(e for e in energy if isinstance(e, str)))
+    return out
+
+
 class Telemetry:
     """Samples from `__enter__` to `__exit__`; `result` is a JSON-ready dict (see
-    `columns` for a table row's figures). `device`: "cpu" or a GPU's measured device;
+    `columns` for a table row's figures). `device`: "cpu" or a GPU's measured device, or
+    the GPUs of a deployment over several (a list: `gpu` their sum, `gpus` each one's);
     `server_pids`: the roots of the serving process tree (default: this process)."""
 
-    def __init__(self, device: str, server_pids: list[int] | None = None,
+    def __init__(self, device: str | list[str], server_pids: list[int] | None = None,
                  interval_s: float = INTERVAL_S):
-        if not device:
+        self.devices = [device] if isinstance(device, str) else list(device)
+        if not all(self.devices) or not self.devices:
             raise ValueError("telemetry needs the measured device ('cpu' or a GPU's UUID)")
-        self.device = device
+        self.device = self.devices[0]
         # an empty list: no process here serves (a remote server): none is sampled
         self.pids = list(server_pids) if server_pids is not None else [os.getpid()]
         if any(p is None for p in self.pids):
@@ -123,33 +227,21 @@ class Telemetry:
         self._start = time.monotonic()
         self._tree = _Tree(self.pids, time.time())
         self._cpu_windows, self._rss, self._sizes = [], [], []
-        self._gpu = self._gpu_failed = None
-        self._samples: dict[str, list] = {k: [] for k in SAMPLED}
-        self._missing: dict[str, str] = {}
-        self._energy = None
-        if self.device != "cpu":
-            self._open_gpu()
+        self._gpus = [] if self.device == "cpu" else [_GpuSampler(d) for d in self.devices]
         self._tree.read()  # the baseline
         self._last_tree = self._last_refresh = time.monotonic()
-        self._sample_gpu()
+        self._sample_gpus()
         self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
         self._thread.start()
         return self
 
-    def _open_gpu(self) -> None:
-        try:
-            self._gpu = nvml.Gpu(self.device)
-        except nvml.Unavailable as why:
-            self._gpu_failed = str(why)
-            return
-        try:
-            self._energy = self._gpu.read("energy_j")
-        except nvml.Unavailable as why:
-            self._missing["energy_j"] = str(why)
+    def _sample_gpus(self) -> None:
+        for gpu in self._gpus:
+            gpu.sample()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self._sample_gpu()
+            self._sample_gpus()
             now = time.monotonic()
             if now - self._last_refresh >= TREE_REFRESH_S:
                 self._tree.refresh()
@@ -169,34 +261,26 @@ class Telemetry:
         self._sizes.append(size)
         self._last_tree = now
 
-    def _sample_gpu(self) -> None:
-        if self._gpu is None:
-            return
-        for what in SAMPLED:
-            if what in self._missing:
-                continue
-            try:
-                self._samples[what].append(self._gpu.read(what))
-            except nvml.Unavailable as why:  # not supported here: stop asking
-                self._missing[what] = str(why)
-
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
         end = time.monotonic()
-        self._sample_gpu()
+        self._sample_gpus()
         self._sample_tree(end, last=True)
         duration = end - self._start
         self.result = {"device": self.device, "interval_s": self.interval_s,
                        "duration_s": round(duration, 3),
                        "processes": self._process_result()}
         try:
-            if self.device != "cpu":
-                self.result["gpu"] = (unavailable(self._gpu_failed) if self._gpu_failed
-                                      else self._gpu_result(duration))
+            results = [gpu.result(duration) for gpu in self._gpus]
+            if len(results) == 1:
+                self.result["gpu"] = results[0]
+            elif results:
+                self.result["gpu"] = combined(results)
+                self.result["gpus"] = dict(zip(self.devices, results))
         finally:
-            if self._gpu is not None:
-                self._gpu.close()
+            for gpu in self._gpus:
+                gpu.close()
 
     def _process_result(self) -> dict:
         if not self.pids:
@@ -210,43 +294,6 @@ class Telemetry:
                 "cpu_percent": {"mean": round(spent / covered * 100, 1) if covered else 0.0,
                                 "max": round(max(windows, default=0.0), 1)},
                 "rss_mib": _stats(self._rss, "mean", "max")}
-
-    def _gpu_result(self, duration: float) -> dict:
-        out = {"mig": self._gpu.mig,
-               "samples": max(len(values) for values in self._samples.values())}
-        wanted = {"utilization_percent": ("mean", "max"),
-                  "memory_used_mib": ("min", "mean", "max"),
-                  "power_w": ("mean", "max"), "sm_clock_mhz": ("mean", "min", "max")}
-        for what, stats in wanted.items():
-            values = self._samples[what]
-            out[what] = (unavailable(self._missing[what]) if what in self._missing
-                         else _stats(values, *stats) if values else unavailable("no sample"))
-        if "clock_event_reasons" in self._missing:
-            out["clock_event_reasons"] = unavailable(self._missing["clock_event_reasons"])
-        else:
-            out["clock_event_reasons"] = sorted({r for sample in self._samples[
-                "clock_event_reasons"] for r in sample})
-        if self._gpu.mig:
-            out["power_scope"] = "the parent GPU's, shared with its other MIG instances"
-        out |= self._energy_result(duration)
-        return out
-
-    def _energy_result(self, duration: float) -> dict:
-        """The counter's difference where the GPU has one, else the power samples (evenly
-        spaced) times the duration."""
-        if self._energy is not None:
-            try:
-                joules = self._gpu.read("energy_j") - self._energy
-                return {"energy_j": round(joules, 3), "energy_source": "energy counter"}
-            except nvml.Unavailable as why:
-                self._missing["energy_j"] = str(why)
-        power = self._samples["power_w"]
-        if power:
-            return {"energy_j": round(sum(power) / len(power) * duration, 3),
-                    "energy_source": "power samples"
-                    + (f" (counter {self._missing['energy_j']})"
-                       if "energy_j" in self._missing else "")}
-        return {"energy_j": unavailable(self._missing.get("power_w", "no power sample"))}
 
 
 def _figure(stats, key: str) -> float:

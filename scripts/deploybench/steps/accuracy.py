@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, atomic, deployments, plugins, serving, source_model
+from ..measurement import provenance
 from ..measurement.telemetry import Telemetry
 from ..tables import ACCURACY_COLUMNS
 from ..triton import config as triton_config
@@ -26,7 +27,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     config_pbtxt = triton_repository.config_path(repository, deployment.name)
     inputs, reference, targets = source_model.load_eval(model, eval_set)
     with serving.served(spec, config_pbtxt, server_log) as (server, prov), \
-            Telemetry(prov["device"], server_pids=server.pids) as sampled:
+            Telemetry(provenance.measured_devices(prov), server_pids=server.pids) as sampled:
         outputs = infer_all(server.grpc_url, spec, inputs, batch,
                             triton_config.served_inputs(config_pbtxt),
                             server.served_name(deployment.name),

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import deployments, serving, tail
-from ..measurement import telemetry
+from ..measurement import provenance, telemetry
 from ..measurement.host_load import HostLoad
 from ..measurement.progress import Progress
 from ..reporting.rate import max_rate_sentence
@@ -126,8 +126,9 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     timeout_s = spec["model"]["rate"].get("level_timeout_s") or 120 + 3 * spec["perf"][
         "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
     failed = None
-    with telemetry.Telemetry(prov["device"], server_pids=server.pids) as sampled, \
-            HostLoad(prov["device"]) as load:
+    gpus = provenance.measured_devices(prov)
+    with telemetry.Telemetry(gpus, server_pids=server.pids) as sampled, \
+            HostLoad(gpus) as load:
         try:
             measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
                                              log, export=export, timeout_s=timeout_s)
