@@ -69,7 +69,7 @@ def test_full_build_produces_every_artifact(built, settings):
     check_measurements(run, settings.run("tft-tiny", "cpu", "onnx", "fp32")["model"])
     for scenario in ("accuracy", "offline", "online", "native"):  # each held the device
         lock = json.loads((run / f"{scenario}.json").read_text())["provenance"]["device_lock"]
-        assert lock["device"] == "cpu" and lock["released_at"] > lock["acquired_at"]
+        assert lock["device"] == "cpu" and lock["used_until"] > lock["acquired_at"]
 
     check_provenance(built, run)
     check_telemetry(run)
@@ -347,7 +347,7 @@ def test_two_invocations_in_one_folder_measure_one_at_a_time(built, tmp_path):
                     ["provenance"]["device_lock"] for t in targets),
                    key=lambda lock: lock["acquired_at"])
     assert all(lock["waited_s"] > 0 for lock in locks), locks
-    assert locks[0]["released_at"] <= locks[1]["acquired_at"], locks  # one at a time
+    assert locks[0]["used_until"] <= locks[1]["acquired_at"], locks  # one at a time
 
 
 def test_every_online_request_gives_the_levels_tail(built):
@@ -425,7 +425,7 @@ def test_an_unstable_level_is_recorded_and_the_run_goes_on(built, tmp_path):
             json.loads(p.read_text()).get("provenance", {}).get("device_lock")
             for p in (work / run).glob("*.json")) if lock and lock["acquired_at"] > started]
         assert len(locks[run]) >= 3, run  # offline, online, floor at least
-    assert max(lock["released_at"] for lock in locks[RUN]) <= \
+    assert max(lock["used_until"] for lock in locks[RUN]) <= \
         min(lock["acquired_at"] for lock in locks[second])
     assert any(lengthened), lengthened
 

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -78,6 +79,8 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
                 described["ensemble_parts"] = parts
             yield server, {**provenance.collect(run, meta, checked, described),
                            "device_lock": held.record, "isolation": isolation.current()}
+        # the server has stopped; its lock goes with the step (device.claim), once written
+        held.record["used_until"] = time.time()
 
 
 @contextmanager

@@ -243,7 +243,9 @@ def _name(device: str) -> str:
 def device_lock(device: str):
     """Hold the lock of `device` ("cpu", or a GPU's UUID); yields a `Held` whose record
     says which lock, its scope, how long this measurement waited for it and (filled in
-    on release) when it held it, as Unix times."""
+    on release) when it held it, as Unix times. A step that holds its device for its
+    whole run (device.claim) writes its record before the release: `used_until` there
+    says when it stopped using the device."""
     with any_device_lock([device]) as held:
         yield held
 

@@ -29,6 +29,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
     with device.claim(spec) as claimed, HostLoad(claimed.device) as load:
         table, first_calls, usage = _measure(spec, converted, eval_set, min_seconds,
                                              claimed.device)
+    claimed.held.record["used_until"] = time.time()  # the lock goes with the step
     report = {"min_seconds": min_seconds, "first_call_s": first_calls,
               "host_load": load.result, "telemetry": usage,
               "provenance": {**provenance.collect(spec, device_check=claimed.checked),
