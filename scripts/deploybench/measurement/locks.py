@@ -105,8 +105,7 @@ def lock_folder() -> tuple[int, Path, str]:
     configured = os.environ.get("DEPLOYBENCH_LOCK_DIR")
     if configured:
         path = Path(configured)
-        if not path.exists():
-            path.mkdir(parents=True, mode=0o700)
+        path.mkdir(parents=True, mode=0o700, exist_ok=True)  # two steps may start at once
         return _open_folder(path, private=False), path, "configured"
     host = TMP / HOST_FOLDER
     if os.getuid() == 0:
