@@ -54,7 +54,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
         return
     cfg = run["server"]
     repo = Path(config_pbtxt).parent.parent
-    with device.claim(run, count=run["model"]["triton"].get("gpus", 1)) as claimed, \
+    with device.claim(run, count=device.deployment_gpus(run)) as claimed, \
             tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
         checked, held = claimed.checked, claimed.held
         triton = install.for_server(cfg)  # after the claim: a docker server gets its GPU
@@ -156,7 +156,7 @@ def warmed_server(spec: dict, scenario: str, config_pbtxt: Path, sweep: list,
     the server, its provenance and the perf data narrowed to the served inputs."""
     perf_failures.check_fits(spec, sweep)  # before a server starts
     with served(spec, config_pbtxt, server_log,
-                        static_batching=scenario == "offline") as (server, prov):
+                static_batching=scenario == "offline") as (server, prov):
         names = triton_config.served_inputs(config_pbtxt)
         data_json = _served_data(perf_data, names, work)
         # a batch inside the tensors (ensemble): its samples made into the request

@@ -173,7 +173,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
                                               log, export=export) for _ in range(repeats)]
                 why = runs[-1].pop(perf_analyzer.EXPORT_DROPPED, None) or (
-                    untaken and untaken[0]["why"])
+                    untaken[0]["why"] if untaken else None)
                 if export and not why:
                     tails.append({**level, **_tail(spec, server, row, data_json, work, log,
                                                    export, runs)})

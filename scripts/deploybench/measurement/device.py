@@ -95,9 +95,9 @@ def measured_device(checked: dict) -> str:
     return gpus[0]["uuid"] if checked["devices"] and gpus else "cpu"
 
 
-def check(gpu: dict, allow_mismatch: bool) -> dict:
-    """Refuse a GPU key this machine does not have; return what was found (provenance)."""
-    names = gpu_names()
+def check(gpu: dict, allow_mismatch: bool, gpus: list[dict]) -> dict:
+    """Refuse a GPU key the visible `gpus` lack; return what was found (provenance)."""
+    names = [g["name"] for g in gpus]
     found = {"gpu_key": gpu["key"], "devices": list(names), "mismatch_allowed": False}
     if gpu["kind"] == "cpu":
         return found
@@ -135,6 +135,11 @@ class Claim:
 _claimed: Claim | None = None  # this process's: one step, one claim
 
 
+def deployment_gpus(run: dict) -> int:
+    """The GPUs a run's deployment spans (triton.gpus, default 1)."""
+    return run.get("model", {}).get("triton", {}).get("gpus", 1)
+
+
 def claims(run: dict, step: str) -> bool:
     """Whether `step` claims the run's device where it starts: a step on the device
     (runs_on_device; a rate sweep, a search's point), but not a measurement of a remote
@@ -144,12 +149,11 @@ def claims(run: dict, step: str) -> bool:
     return step in UNHELD or run.get("server", {}).get("kind") != "remote"
 
 
-def _choices(gpu: dict, checked: dict) -> list[str]:
-    """The devices a step of the key may take, best first: the visible GPUs whose name
-    matches the key (any visible GPU where a mismatch is allowed), else the CPUs."""
+def _choices(gpu: dict, checked: dict, gpus: list[dict]) -> list[str]:
+    """The devices a step of the key may take, best first: the visible `gpus` whose name
+    matches the key (any of them where a mismatch is allowed), else the CPUs."""
     if gpu["kind"] == "cpu":
         return ["cpu"]
-    gpus = visible_gpus()
     matching = [g["uuid"] for g in gpus if any(m in g["name"] for m in gpu["match"])]
     return matching or ([g["uuid"] for g in gpus] if checked["mismatch_allowed"] else []) \
         or ["cpu"]
@@ -166,8 +170,9 @@ def claim(run: dict, hold: bool = True, count: int = 1):
     if _claimed is not None:
         yield _claimed
         return
-    checked = check(run["gpu"], run["allow_gpu_mismatch"])
-    choices = _choices(run["gpu"], checked)
+    gpus = visible_gpus()  # one nvidia-smi listing for the check, the choice, the pinning
+    checked = check(run["gpu"], run["allow_gpu_mismatch"], gpus)
+    choices = _choices(run["gpu"], checked, gpus)
     if count > len(choices):
         raise DeviceMismatch(f"triton.gpus {count}: GPU key '{run['gpu']['key']}' has "
                              f"{len(choices)} GPU(s) this job may use ({', '.join(choices)})")
@@ -176,7 +181,7 @@ def claim(run: dict, hold: bool = True, count: int = 1):
             next((d for d in choices if locks.is_free(d)), choices[0]),)
         if devices[0] != "cpu":
             if hold:
-                _pin_to_share(devices)
+                _pin_to_share(devices, [g["uuid"] for g in gpus])
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         _claimed = Claim(checked, devices[0], held, devices)
         try:
@@ -185,12 +190,11 @@ def claim(run: dict, hold: bool = True, count: int = 1):
             _claimed = None
 
 
-
-def _pin_to_share(devices: tuple) -> None:
+def _pin_to_share(devices: tuple, gpus: list[str]) -> None:
     """Pin this step (and so its server and perf_analyzer) to its GPUs' share of the CPUs
     it may use, the k-th of n GPUs the k-th n-th: measurements side by side then neither
-    share a core nor count each other as load (host_load reads the pinned CPUs alone)."""
-    gpus = [g["uuid"] for g in visible_gpus()]
+    share a core nor count each other as load (host_load reads the pinned CPUs alone).
+    `gpus`: the UUIDs of the GPUs the step may use, in order."""
     if len(gpus) < 2 or not set(devices) <= set(gpus) or len(devices) == len(gpus):
         return
     cpus, n, share = sorted(os.sched_getaffinity(0)), len(gpus), set()

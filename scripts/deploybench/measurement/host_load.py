@@ -126,13 +126,13 @@ class HostLoad:
             self.result["other_gpu_processes"] = gpu
             self.result["contended"] |= isinstance(gpu, list) and any(p["seen"] for p in gpu)
 
-
     def _gpu_processes(self) -> list[dict] | str:
         """Other processes on any of the measured GPUs, or why NVML cannot say."""
         found = [other_gpu_processes(d) for d in self.devices]
         lists = [f for f in found if isinstance(f, list)]
         return [p for f in lists for p in f] if len(lists) == len(found) else next(
             f for f in found if isinstance(f, str))
+
 
 def _union(start: list[dict] | str, end: list[dict] | str) -> list[dict] | str:
     """The processes listed at either end (by pid, the larger memory), or the reason

@@ -238,6 +238,23 @@ def _name(device: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", device) + ".lock"
 
 
+def _open_locks(devices: list[str]) -> tuple[dict[str, int], Path, str]:
+    """The checked lock files of `devices` opened (device -> descriptor; none left open
+    where one is refused), their folder and its scope."""
+    folder_fd, folder, scope = lock_folder()
+    fds: dict[str, int] = {}
+    try:
+        for device in dict.fromkeys(devices):
+            fds[device] = _open_lock(folder_fd, folder, _name(device), scope)
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    finally:
+        os.close(folder_fd)
+    return fds, folder, scope
+
+
 @contextmanager
 def device_lock(device: str):
     """Hold the lock of `device` ("cpu", or a GPU's UUID); yields a `Held` whose record
@@ -255,17 +272,7 @@ def any_device_lock(devices: list[str], count: int = 1):
     while more are): a job of a host of several GPUs takes free ones; yields a `Held`
     whose record's "device" names the first ("devices": all, where several)."""
     timeout_s = _timeout_s()
-    folder_fd, folder, scope = lock_folder()
-    fds: dict[str, int] = {}
-    try:
-        for device in dict.fromkeys(devices):
-            fds[device] = _open_lock(folder_fd, folder, _name(device), scope)
-    except BaseException:
-        for fd in fds.values():
-            os.close(fd)
-        raise
-    finally:
-        os.close(folder_fd)
+    fds, folder, scope = _open_locks(devices)
     start = time.time()
     try:
         taken = _wait(fds, {d: folder / _name(d) for d in fds}, timeout_s, count)
@@ -286,11 +293,7 @@ def any_device_lock(devices: list[str], count: int = 1):
 
 def is_free(device: str) -> bool:
     """Whether no one holds the lock of `device` now (a glance: it may be taken next)."""
-    folder_fd, folder, scope = lock_folder()
-    try:
-        fd = _open_lock(folder_fd, folder, _name(device), scope)
-    finally:
-        os.close(folder_fd)
+    fd = _open_locks([device])[0][device]
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True

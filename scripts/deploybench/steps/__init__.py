@@ -88,7 +88,7 @@ def _isolated(rule: str, spec: dict) -> bool:
 def _gpus(rule: str, spec: dict) -> int:
     """The GPUs a step's deployment spans (triton.gpus): a served step holds them all; the
     in-process ones measure on one."""
-    return spec.get("model", {}).get("triton", {}).get("gpus", 1) if rule in SERVING else 1
+    return device.deployment_gpus(spec) if rule in SERVING else 1
 
 
 def step_function(rule: str):
