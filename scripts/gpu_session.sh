@@ -52,7 +52,7 @@ if [ -n "${DETACH:-}" ]; then
         PYTHONPATH=$pythonpath setsid bash -c \
             'bash "$0/.repo/scripts/offline_run.sh" "$@"; echo $? >"$0/snakemake.rc"' \
             "$work" "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$work/.repo/Snakefile" \
-            --directory "$work" --configfile "${runfiles[@]/#/$work/.repo/}" -c16 \
+            --directory "$work" --configfile "${runfiles[@]/#/$work/.repo/}" --cores "$(nproc)" \
             --keep-going --rerun-incomplete "$@" >"$work/snakemake.log" 2>&1 </dev/null &
         echo $! >"$work/snakemake.pid"
     fi
@@ -72,8 +72,8 @@ else
     # call's results).
     timeout -k 10 "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
         --snakefile "$repo/Snakefile" --directory "$work" \
-        --configfile "${runfiles[@]/#/$repo/}" -c16 --keep-going --rerun-incomplete \
-        "$@" >"$out/snakemake.log" 2>&1
+        --configfile "${runfiles[@]/#/$repo/}" --cores "$(nproc)" --keep-going \
+        --rerun-incomplete "$@" >"$out/snakemake.log" 2>&1
     echo "snakemake exit: $?"
 fi
 grep -E "Finished jobid|Error in rule|error:" "$out/snakemake.log" | tail -25

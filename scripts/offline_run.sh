@@ -8,4 +8,6 @@ bundle=$1
 shift
 cd "$(dirname "$0")/.."
 . scripts/offline_env.sh "$bundle"
-exec python3 -m snakemake "$@" --resources bench_slot=1  # last: it takes several values
+# the workflow profile (profiles/default, found from this folder) sets the bench slots:
+# one a GPU this shell may use (DEPLOYBENCH_BENCH_SLOTS to say otherwise)
+exec python3 -m snakemake "$@"

@@ -4,5 +4,4 @@
 # converted models, repositories, exports and sources.
 #   bash scripts/pack_results.sh WORKDIR TARBALL   (TARBALL: an absolute path)
 cd "$1" && tar czf "$2" --exclude=converted --exclude=model_repository \
-    --exclude='*/export' --exclude='*/source' --exclude='.*-work' results/*/h100 \
-    results/packages 2>/dev/null
+    --exclude='*/export' --exclude='*/source' --exclude='.*-work' results 2>/dev/null

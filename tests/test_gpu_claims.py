@@ -159,22 +159,3 @@ def test_a_deployment_over_two_gpus_holds_both_and_a_third_is_refused(host):
     three = claim(host, H100, count=3)
     _, err = three.communicate(timeout=60)
     assert three.returncode != 0 and "triton.gpus 3: GPU key 'h100' has 2 GPU(s)" in err
-
-
-def test_a_gpu_count_is_written_as_tritons_instance_groups_and_parsed_back(tmp_path):
-    from conftest import main_config, tiny_models
-    from deploybench.config import ConfigError, Settings
-    from deploybench.triton import config as triton_config
-
-    models_dir = tiny_models(tmp_path, triton={"gpus": 2, "instances": 3}).split("=", 1)[1]
-    config = main_config(models_dir=models_dir)
-    run = Settings(config).run("tft-tiny", "h100", "ts-trace", "fp16")
-    triton_config.write(triton_config.model_config("tft-tiny", run), tmp_path / "config.pbtxt")
-    text = (tmp_path / "config.pbtxt").read_text()
-    (group,) = triton_config.read(tmp_path / "config.pbtxt").instance_group
-    assert list(group.gpus) == [0, 1] and group.count == 3 and "gpus: 1" in text
-    one = Settings(main_config()).run("tft-tiny", "h100", "ts-trace", "fp16")
-    triton_config.write(triton_config.model_config("tft-tiny", one), tmp_path / "one.pbtxt")
-    assert not triton_config.read(tmp_path / "one.pbtxt").instance_group[0].gpus
-    with pytest.raises(ConfigError, match="triton.gpus 2 needs a GPU key"):
-        Settings(config).run("tft-tiny", "cpu", "onnx", "fp32")

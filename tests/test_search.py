@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -39,11 +40,12 @@ MODEL = {"triton": TRITON, "offline": {"batch_sizes": [1, 4, 8], "measurement_re
 
 def test_a_point_name_is_made_of_its_values_and_back():
     values = {"instances": 2, "max_queue_delay_us": 100, "preferred_batch_sizes": [512, 1024],
-              "max_batch_size": 1024}
-    assert search.point_name(values) == "i2-q100-p512_1024-m1024"
-    assert search.parse_point("i2-q100-p512_1024-m1024") == values
+              "max_batch_size": 1024, "gpus": 2}
+    assert search.point_name(values) == "i2-q100-p512_1024-m1024-g2"
+    assert search.parse_point("i2-q100-p512_1024-m1024-g2") == values
+    assert re.fullmatch(search.POINT, "i2-g2")  # the Snakefile's wildcard constraint
     assert search.point_name({"max_queue_delay_us": 0}) == "q0"  # only the searched ones
-    for bad in ("x2", "i2-", "i", "q1-i2", "i2_3", "i02"):
+    for bad in ("x2", "i2-", "i", "q1-i2", "i2_3", "i02", "g2-i2", "g1_2"):
         with pytest.raises(ConfigError, match="search point"):
             search.parse_point(bad)
 

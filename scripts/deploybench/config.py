@@ -158,11 +158,15 @@ class Settings:
     def models(self) -> dict[str, dict]:
         models_dir = self._path(self.config["models_dir"])
         raw = {path.stem: load_yaml(path) for path in sorted(models_dir.glob("*.yaml"))}
+        overrides = self.config.get("model_overrides") or {}
+        for key in overrides:
+            _choice("model_overrides key (a model)", key, raw)
         models = {}
         for key in raw:
             path = models_dir / f"{key}.yaml"
-            model = _extended(key, raw)
-            validate(model, "model.schema.yaml", f"model config {path}")
+            model = deep_merge(_extended(key, raw), overrides.get(key) or {})
+            where = f" with model_overrides.{key}" if key in overrides else ""
+            validate(model, "model.schema.yaml", f"model config {path}{where}")
             for backend in model["backends"]:
                 _choice("backend", backend, BACKENDS)
             for backend in model.get("backend_overrides", {}):

@@ -38,8 +38,10 @@ DIMENSIONS = {"instances": "i", "max_queue_delay_us": "q", "preferred_batch_size
               "max_batch_size": "m", "gpus": "g"}
 _LETTERS = {letter: dim for dim, letter in DIMENSIONS.items()}
 STRATEGIES = ("grid", "descent")
-# A point's name: its searched dimensions' letters and values, joined by '-'
-POINT = r"[iqpm][0-9_]+(-[iqpm][0-9_]+)*"
+# A point's name: its searched dimensions' letters and values, joined by '-' (the letters
+# from DIMENSIONS: a dimension added there is named and parsed without another edit)
+_LETTER = f"[{''.join(DIMENSIONS.values())}]"
+POINT = rf"{_LETTER}[0-9_]+(-{_LETTER}[0-9_]+)*"
 OK, FAILED = "ok", "failed"
 # what a point measures, in order: online first (the ranking's scenario, and the one whose
 # dynamic batcher Triton checks at load); `search.scenarios` may leave offline out
@@ -107,7 +109,7 @@ def reference_point(search: dict, triton: dict) -> str:
     """The point of the configuration's own values (the value nearest it, in each list):
     where the descent starts."""
     def nearest(dim, options):
-        own = triton[dim]
+        own = triton.get(dim, 1) if dim == "gpus" else triton[dim]  # gpus: 1 unless set
         if own in options:
             return own
         scale = (lambda v: sum(v) / len(v)) if dim == "preferred_batch_sizes" else float

@@ -3,10 +3,11 @@ sweeps of the offline, online and floor steps (deploybench.steps.performance) an
 configuration search point (deploybench.steps.search), on a server serving.warmed_server
 started and warmed up; each scenario's table and JSON written by serving.write.
 
-Offline (the references' static batching): concurrency 1, one perf_analyzer call per batch
-size, the model loaded without its dynamic batcher. Online: dynamic batching, one call per
-concurrency level at the online batch size. Protocol, shared memory, windows and warm-up
-as the model's reference document ran them (deploybench.triton.perf_analyzer).
+Offline (the references' static batching): concurrency 1 (offline.concurrency), one
+perf_analyzer call per batch size, the model loaded without its dynamic batcher. Online:
+dynamic batching, one call per concurrency level at the online batch size. Protocol, shared
+memory, windows and warm-up as the model's reference document ran them
+(deploybench.triton.perf_analyzer).
 """
 
 from __future__ import annotations

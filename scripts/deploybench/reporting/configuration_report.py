@@ -178,9 +178,10 @@ repository → accuracy on Triton → offline and online performance (perf_analy
 
 ## Offline scenario
 
-Static batching, concurrency 1, perf_analyzer as the configuration says; the `Shared
-memory` column: system or none (in the requests), as the references; cuda, in GPU memory,
-which a torch runner takes without a host copy. `avg latency (ms)` is perf_analyzer's,
+Static batching, the `Concurrency` column's requests in flight (the references': 1),
+perf_analyzer as the configuration says; the `Shared memory` column: system or none (in the
+requests), as the references; cuda, in GPU memory, which a torch runner takes without a
+host copy. `avg latency (ms)` is perf_analyzer's,
 `sum of components (ms)` the references' "avg latency".
 
 ![Throughput vs batch]({offline_throughput})

@@ -29,7 +29,15 @@ PAGE = (
     "## Frontier\n\n"
     "![online frontier]({frontier})\n\n"
     "Online throughput against p99 and average latency, one line per measured point (a "
-    "marker per concurrency level).\n{failed}")
+    "marker per concurrency level).\n{scaling}{failed}")
+SCALING = (
+    "\n## Scaling over GPUs\n\n"
+    "Each point against the point with the same other values on the fewest GPUs: its online "
+    "peak and its offline throughput at its largest batch, in all and per GPU (capacity "
+    "planning's number), and the ratio to the fewest GPUs' (N GPUs ideally give N times "
+    "its throughput).\n\n"
+    "| point | GPUs | online peak inf/s | per GPU | x | offline at the largest batch "
+    "inf/s | per GPU | x |\n|---|---:|---:|---:|---:|---:|---:|---:|\n{rows}")
 FAILED = ("\n## Failed points\n\n"
           "Recorded, not retried; the search went on without them.\n\n{points}")
 FAILED_POINT = ("### {name} ({scenario})\n\n```\n{lines}\n```\n"
@@ -65,6 +73,7 @@ def search_page(spec: dict, results: dict, within: str | None, fastest: str, cho
         points="".join(_point_row(name, results[name], dims, budget, rank) + "\n"
                        for name in spec["points"]),
         frontier=frontier.relative_to(folder).as_posix(),
+        scaling=_scaling(spec["points"], results),
         failed=FAILED.format(points="\n".join(
             FAILED_POINT.format(name=name, scenario=results[name]["scenario"],
                                 lines="\n".join(summary(results[name]["reason"])))
@@ -84,6 +93,52 @@ def _point_row(name: str, result: dict, dims: list[str], budget: float | None,
     offline = "not measured" if offline is None else f"{offline:,.0f}"
     return (f"| [{name}]({name}/point.json) | {values} | ok | {top['throughput']:,.0f} "
             f"| {top['p99_ms']:.2f} | {_within(result, budget, rank)} | {offline} |")
+
+
+def _scaling(points: list[str], results: dict) -> str:
+    """The scaling section where points differ only in their GPU count (search.gpus);
+    empty otherwise. A failed point's row says so."""
+    measured = [n for n in points if "gpus" in results[n]["values"]]
+    groups: dict[str, list[str]] = {}
+    for name in measured:
+        others = {d: v for d, v in results[name]["values"].items() if d != "gpus"}
+        groups.setdefault(configuration_search.point_name(others), []).append(name)
+    rows = []
+    for names in groups.values():
+        if len(names) < 2:
+            continue
+        names.sort(key=lambda n: results[n]["values"]["gpus"])
+        base = _scaled(results[names[0]])
+        for name in names:
+            rows.append(_scaling_row(name, results[name], base))
+    return SCALING.format(rows="".join(rows)) if rows else ""
+
+
+def _scaled(result: dict) -> tuple[float | None, float | None]:
+    """A point's online peak and offline throughput at its largest batch (None: not
+    measured, or failed)."""
+    top = peak(result, None)
+    offline = result.get("offline") or []
+    largest = max((r["batch"] for r in offline), default=None)
+    at_largest = max((r["throughput"] for r in offline if r["batch"] == largest),
+                     default=None)
+    return (top["throughput"] if top else None), at_largest
+
+
+def _scaling_row(name: str, result: dict, base: tuple) -> str:
+    """A point's row of the scaling table, each throughput against the first point's
+    (`base`: its online and offline throughput, as _scaled gives them)."""
+    gpus = result["values"]["gpus"]
+    if result["status"] != configuration_search.OK:
+        return f"| [{name}]({name}/point.json) | {gpus} | failed | | | | | |\n"
+    cells = []
+    for own, first in zip(_scaled(result), base):
+        if own is None:
+            cells += ["not measured", "", ""]
+            continue
+        ratio = f"{own / first:.2f}" if first else ""
+        cells += [f"{own:,.0f}", f"{own / gpus:,.0f}", ratio]
+    return f"| [{name}]({name}/point.json) | {gpus} | {' | '.join(cells)} |\n"
 
 
 def _reference(results: dict, reference: str, chosen: str) -> str:

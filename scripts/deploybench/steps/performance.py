@@ -1,10 +1,11 @@
 """Offline and online performance of a deployment, measured by perf_analyzer on Triton
 (deploybench.sweeps), and the floor: what Triton costs with an identity model.
 
-Offline (the references' static batching): concurrency 1, one perf_analyzer call per batch
-size, the model loaded without its dynamic batcher. Online: dynamic batching, one call per
-concurrency level at the online batch size. Protocol, shared memory, windows and warm-up
-as the model's reference document ran them (deploybench.triton.perf_analyzer).
+Offline (the references' static batching): concurrency 1 (offline.concurrency), one
+perf_analyzer call per batch size, the model loaded without its dynamic batcher. Online:
+dynamic batching, one call per concurrency level at the online batch size. Protocol, shared
+memory, windows and warm-up as the model's reference document ran them
+(deploybench.triton.perf_analyzer).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """perf_analyzer against a running Triton: its command line, its CSV, retries.
 
-Offline (the references' static batching): concurrency 1, one perf_analyzer call per batch
-size, the model loaded without its dynamic batcher. Online: dynamic batching, one call per
-concurrency level at the online batch size. Each scenario's protocol, shared memory,
-window (requests or time) and warm-up are the model's, as its reference document ran them.
-One call per row means a level that does not stabilise is retried (perf.attempts), then
-measured once more without the stability criterion and kept, flagged unstable with the
-spread of its windows (perf.on_unstable: record), or it fails the step (fail): never a
-sweep silently ending with rows missing.
+Offline (the references' static batching): concurrency 1 (offline.concurrency), one
+perf_analyzer call per batch size, the model loaded without its dynamic batcher. Online:
+dynamic batching, one call per concurrency level at the online batch size. Each scenario's
+protocol, shared memory, window (requests or time) and warm-up are the model's, as its
+reference document ran them. One call per row means a level that does not stabilise is
+retried (perf.attempts), then measured once more without the stability criterion and kept,
+flagged unstable with the spread of its windows (perf.on_unstable: record), or it fails the
+step (fail): never a sweep silently ending with rows missing.
 """
 
 from __future__ import annotations
@@ -413,7 +413,8 @@ def sweep(run: dict, scenario: str) -> list[Row]:
         # a remote server shares no memory with this host: everything in the requests
         modes = (["none"] if run["server"]["kind"] == "remote"
                  else shared_memory_modes(settings))
-        return [Row(b, 1, mode, deployments.for_scenario(run, scenario, b).name)
+        return [Row(b, settings.get("concurrency", 1), mode,
+                    deployments.for_scenario(run, scenario, b).name)
                 for mode in modes for b in settings["batch_sizes"]]
     batch = settings["batch_size"]
     model = deployments.for_scenario(run, scenario, batch).name

@@ -1,0 +1,105 @@
+"""A deployment's GPU count (triton.gpus, the search's `gpus`): Triton's instance groups, the
+scaling the search's README reports, and the run file that measures both on two GPUs with
+settings of its own (model_overrides)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploybench import search
+
+ROOT = Path(__file__).resolve().parents[1]
+TWO_GPUS = ROOT / "config/runs/two-gpus.yaml"
+
+
+def test_a_gpu_count_is_written_as_tritons_instance_groups_and_parsed_back(tmp_path):
+    from conftest import main_config, tiny_models
+    from deploybench.config import ConfigError, Settings
+    from deploybench.triton import config as triton_config
+
+    models_dir = tiny_models(tmp_path, triton={"gpus": 2, "instances": 3}).split("=", 1)[1]
+    config = main_config(models_dir=models_dir)
+    run = Settings(config).run("tft-tiny", "h100", "ts-trace", "fp16")
+    triton_config.write(triton_config.model_config("tft-tiny", run), tmp_path / "config.pbtxt")
+    text = (tmp_path / "config.pbtxt").read_text()
+    (group,) = triton_config.read(tmp_path / "config.pbtxt").instance_group
+    assert list(group.gpus) == [0, 1] and group.count == 3 and "gpus: 1" in text
+    one = Settings(main_config()).run("tft-tiny", "h100", "ts-trace", "fp16")
+    triton_config.write(triton_config.model_config("tft-tiny", one), tmp_path / "one.pbtxt")
+    assert not triton_config.read(tmp_path / "one.pbtxt").instance_group[0].gpus
+    with pytest.raises(ConfigError, match="triton.gpus 2 needs a GPU key"):
+        Settings(config).run("tft-tiny", "cpu", "onnx", "fp32")
+
+
+def _point(instances, gpus, online, offline, status=search.OK):
+    """A point's result: two online levels (the peak `online`), offline at batches 1 and
+    1024 (`offline` at 1024)."""
+    return {"status": status, "values": {"instances": instances, "gpus": gpus},
+            "online": [{"concurrency": 64, "throughput": online * 0.8, "p99_ms": 5.0},
+                       {"concurrency": 128, "throughput": online, "p99_ms": 9.0}],
+            "offline": [{"batch": 1, "throughput": 900.0},
+                        {"batch": 1024, "throughput": offline}]}
+
+
+def test_the_search_readme_scales_each_gpu_count_against_the_fewest():
+    """Points that differ only in their GPU count: throughput, per GPU, and the ratio to
+    the fewest GPUs', online (the peak) and offline (at the largest batch); a failed point
+    says so; points of other values are compared among themselves."""
+    from deploybench.reporting.search_report import _scaling
+
+    results = {"i2-g1": _point(2, 1, 100_000, 150_000), "i2-g2": _point(2, 2, 190_000, 240_000),
+               "i4-g1": _point(4, 1, 110_000, 150_000),
+               "i4-g2": _point(4, 2, 0, 0, status=search.FAILED)}
+    rows = [[cell.strip() for cell in line.strip("|").split("|")][1:]
+            for line in _scaling(list(results), results).splitlines() if line.startswith("| [")]
+    assert rows == [["1", "100,000", "100,000", "1.00", "150,000", "150,000", "1.00"],
+                    ["2", "190,000", "95,000", "1.90", "240,000", "120,000", "1.60"],
+                    ["1", "110,000", "110,000", "1.00", "150,000", "150,000", "1.00"],
+                    ["2", "failed", "", "", "", "", ""]]
+    assert _scaling(["i2-g1"], results) == ""  # nothing to scale against
+    assert _scaling(["i2"], {"i2": {**results["i2-g1"], "values": {"instances": 2}}}) == ""
+
+
+def test_a_run_files_model_overrides_reach_its_runs_and_are_checked():
+    """model_overrides: a run file's own settings over a model's config, validated as one;
+    an unknown model or a bad value is refused by name. offline.concurrency puts that many
+    requests in flight at each batch size."""
+    from conftest import main_config
+    from deploybench.config import ConfigError, Settings
+    from deploybench.triton import perf_analyzer
+
+    overrides = {"model_overrides": {"tft-tiny": {"offline": {"concurrency": 4,
+                                                              "batch_sizes": [1, 8]}}}}
+    run = Settings(main_config(**overrides)).run("tft-tiny", "cpu", "onnx", "fp32")
+    assert [(r.batch, r.concurrency) for r in perf_analyzer.sweep(run, "offline")] == [
+        (1, 4), (8, 4)]
+    plain = Settings(main_config()).run("tft-tiny", "cpu", "onnx", "fp32")
+    assert {r.concurrency for r in perf_analyzer.sweep(plain, "offline")} == {1}
+    with pytest.raises(ConfigError, match="model_overrides key .* 'tft'; valid"):
+        _ = Settings(main_config(model_overrides={"tft": {}})).models
+    bad = main_config(model_overrides={"tft-tiny": {"offline": {"concurrency": 0}}})
+    with pytest.raises(ConfigError, match="with model_overrides.tft-tiny"):
+        _ = Settings(bad).models
+
+
+@pytest.mark.e2e  # a real Snakemake dry-run
+def test_the_two_gpu_run_plans_both_configurations_and_tfts_one_and_two_gpu_points(tmp_path):
+    """config/runs/two-gpus.yaml (scripts/two_gpus.sh's): TFT FP16 and BERT FP16, and TFT's
+    search over 1 and 2 GPUs at the reference's serving configuration, each point offline
+    with 8 requests in flight."""
+    from conftest import main_config, planned_jobs, snakemake
+    from deploybench.config import Settings
+
+    run_file = yaml.safe_load(TWO_GPUS.read_text())
+    settings = Settings(main_config(**run_file, models_dir="config/models"))
+    found = search.configured(settings, "tft", "h100", "aoti-cg")
+    assert search.grid(found) == ["i2-q1-p512_1024-g1", "i2-q1-p512_1024-g2"]
+    point = search.point_run(settings, "tft", "h100", "aoti-cg", "fp16", "i2-q1-p512_1024-g2")
+    assert point["model"]["triton"]["gpus"] == 2
+    assert point["model"]["offline"]["concurrency"] == 8
+    result = snakemake(tmp_path, "-n", "results/tft/h100/aoti-cg_fp16/search/README.md",
+                       "--configfile", str(TWO_GPUS))
+    assert planned_jobs(result)["search_point"] == 2, result.stdout[-3000:]
+    jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(TWO_GPUS)))
+    assert jobs["offline"] == jobs["online"] == 2, jobs
