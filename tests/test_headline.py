@@ -82,6 +82,16 @@ def test_a_configuration_headline_takes_every_number_from_its_files(tmp_path):
     assert text.endswith("- **Served by**: deploybench backend")
 
 
+def test_a_deployment_over_two_gpus_gives_a_gpus_share_too(tmp_path):
+    """triton.gpus 2 (the offline JSON's triton settings): each peak also a GPU's share."""
+    folder = write_configuration(tmp_path / "c")
+    report = json.loads((folder / "offline.json").read_text())
+    (folder / "offline.json").write_text(json.dumps({**report, "triton": {"gpus": 2}}))
+    text = configuration_lines(headline_of(folder), "deploybench backend")
+    assert "1,250 inf/s (625 a GPU of 2) at batch 16\n" in text
+    assert "170 inf/s (85 a GPU of 2) at concurrency 2" in text
+
+
 def test_what_was_not_measured_is_said_never_a_number(tmp_path):
     folder = write_configuration(tmp_path / "c", online=False, passed=False)
     (folder / "native.csv").unlink()

@@ -231,6 +231,7 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
         ("Max batch size", model["triton"]["max_batch_size"]),
         ("Deployments", _deployments(offline_report, online_report)),
         ("Number of model instances", model["triton"]["instances"]),
+        *_gpus(model["triton"]),
         ("Export Precision", export_precision(run).upper()),
         ("Weights", files["weights_origin"]),
         ("Dataset", files["dataset"]),
@@ -244,6 +245,13 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
         ("Measured", prov["date"]),
         ("Config hash", prov["config_hash"]),
     ])
+
+
+def _gpus(triton: dict) -> list[tuple[str, str]]:
+    """The row of a deployment over several GPUs (triton.gpus); none for one."""
+    gpus = triton.get("gpus", 1)
+    return [("GPUs", f"{gpus}, the instances on each (throughput: also a GPU's share)")] \
+        if gpus > 1 else []
 
 
 def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, *,

@@ -112,11 +112,15 @@ def configuration_headline(offline: Path, online: Path | None = None,
     return {"offline": _peak(offline), "online": _peak(online),
             "served_native": _ratio(offline, native), "accuracy": _accuracy(accuracy),
             "host": _host(reports),
-            "served_by": served_by(reports["offline"].get("provenance", {}), notes=False)}
+            "served_by": served_by(reports["offline"].get("provenance", {}), notes=False),
+            "gpus": reports["offline"].get("triton", {}).get("gpus", 1)}
 
 
-def _inferences(peak: dict) -> str:
-    return f"{peak['throughput']:,.0f} inf/s" + (CONTENDED_MARK if peak["contended"] else "")
+def _inferences(peak: dict, gpus: int = 1) -> str:
+    """A peak's throughput; over several GPUs (triton.gpus), also a GPU's share."""
+    share = f" ({peak['throughput'] / gpus:,.0f} a GPU of {gpus})" if gpus > 1 else ""
+    return f"{peak['throughput']:,.0f} inf/s{share}" + (
+        CONTENDED_MARK if peak["contended"] else "")
 
 
 def offline_text(facts: dict) -> str:
@@ -124,14 +128,14 @@ def offline_text(facts: dict) -> str:
     if not peak:
         return NOT_MEASURED
     mode = f", {peak['shared_memory']} shared memory" if peak["modes"] > 1 else ""
-    return f"{_inferences(peak)} at batch {peak['batch']}{mode}"
+    return f"{_inferences(peak, facts.get('gpus', 1))} at batch {peak['batch']}{mode}"
 
 
 def online_text(facts: dict) -> str:
     peak = facts["online"]
     if not peak:
         return NOT_MEASURED
-    return (f"{_inferences(peak)} at concurrency {peak['concurrency']}, "
+    return (f"{_inferences(peak, facts.get('gpus', 1))} at concurrency {peak['concurrency']}, "
             f"p99 {peak['p99_ms']:.3g} ms")
 
 
