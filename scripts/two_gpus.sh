@@ -2,12 +2,14 @@
 # config/runs/two-gpus.yaml on a lent machine of two GPUs, over consecutive calls (each
 # waits up to SECONDS; the passes run in a session of their own, so they outlive a call):
 #   bash scripts/two_gpus.sh SECONDS
-# Passes, each a snakemake run in one workdir, timed in phases.tsv:
-#   prepare   both configurations converted, checked and accurate
+# Passes (PASSES, default all four in this order), each a snakemake run in one workdir,
+# timed in phases.tsv:
+#   prepare   the run file's configurations converted, checked and accurate
 #   together  their offline and online steps, two at once, each on a GPU of its own
 #   alone     the same steps again, one at a time (their first outputs kept under
 #             results/<model>/<gpu>/together/ and removed, so that they are measured again)
-#   scaling   TFT's search over 1 and 2 GPUs, one point at a time
+#   scaling   the search over 1 and 2 GPUs of SEARCH (default tft/aoti-cg_fp16), a point
+#             at a time
 # $OUT gets phases.tsv, each pass's snakemake log and results.tgz (results so far).
 set -uo pipefail
 box=$1
@@ -17,15 +19,19 @@ work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-two}
 mkdir -p "$out" "$work"
 [ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++  # as scripts/gpu_session.sh says why
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0
+export PASSES=${PASSES:-prepare together alone scaling} SEARCH=${SEARCH:-tft/aoti-cg_fp16}
 
-passes() {  # run in the background: every pass in order, from the tree's copy in $work
-    local repo=$work/.repo gpu runfile key cfgs c
+passes() {  # run in the background: the passes in order, from the tree's copy in $work
+    local repo=$work/.repo gpu runfile key cfgs=() measured=() c
+    cd "$work" || return
     gpu=h100
     nvidia-smi -L | grep -q H200 && gpu=h200
     runfile=$work/two-gpus.yaml
     sed "s/gpu: h100/gpu: $gpu/" "$repo/config/runs/two-gpus.yaml" >"$runfile"
-    cfgs=("results/tft/$gpu/aoti-cg_fp16" "results/bert/$gpu/ts-trace_fp16")
-    measured=()
+    # the run file's targets, `- {model: M, gpu: G, backend: B, precision: P}`, as folders
+    local target="^ *- {model: \([a-z0-9-]*\), gpu: $gpu, backend: \([a-z0-9-]*\)"
+    target="$target, precision: \(fp[0-9]*\)}.*"
+    mapfile -t cfgs < <(sed -n "s|$target|results/\1/$gpu/\2_\3|p" "$runfile")
     for c in "${cfgs[@]}"; do measured+=("$c/offline.json" "$c/online.json"); done
     pass() {  # NAME SLOTS TARGET...: one snakemake run, its wall time in phases.tsv
         local name=$1 slots=$2 start rc
@@ -34,23 +40,26 @@ passes() {  # run in the background: every pass in order, from the tree's copy i
         DEPLOYBENCH_BENCH_SLOTS=$slots bash "$repo/scripts/offline_run.sh" \
             "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$repo/Snakefile" \
             --directory "$work" --configfile "$runfile" --cores "$(nproc)" "$@" \
-            >"$work/snakemake-$name.log" 2>&1
+            >"snakemake-$name.log" 2>&1
         rc=$?
         printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$slots" "$start" "$(date +%s)" "$rc" \
-            >>"$work/phases.tsv"
+            >>phases.tsv
     }
-    printf 'pass\tbench slots\tstart\tend\trc\n' >"$work/phases.tsv"
-    pass prepare 2 "${cfgs[@]/%//accuracy.csv}"
-    pass together 2 "${measured[@]}"
-    for c in "${cfgs[@]}"; do  # kept, then measured again one at a time
-        key=$(dirname "$c")
-        mkdir -p "$work/$key/together/$(basename "$c")"
-        cp -r "$c"/{offline,online}.{csv,json} "$c/logs" "$c/benchmarks" \
-            "$work/$key/together/$(basename "$c")/"
-        rm -f "$c"/{offline,online}.{csv,json}
-    done
-    pass alone 1 "${measured[@]}"
-    pass scaling 1 "results/tft/$gpu/aoti-cg_fp16/search/README.md"
+    [ -f phases.tsv ] || printf 'pass\tbench slots\tstart\tend\trc\n' >phases.tsv
+    case " $PASSES " in *" prepare "*) pass prepare 2 "${cfgs[@]/%//accuracy.csv}" ;; esac
+    case " $PASSES " in *" together "*) pass together 2 "${measured[@]}" ;; esac
+    case " $PASSES " in *" alone "*)
+        for c in "${cfgs[@]}"; do  # kept, then measured again one at a time
+            key=$(dirname "$c")
+            mkdir -p "$key/together/$(basename "$c")"
+            cp -r "$c"/{offline,online}.{csv,json} "$c/logs" "$c/benchmarks" \
+                "$key/together/$(basename "$c")/" && rm -f "$c"/{offline,online}.{csv,json}
+        done
+        pass alone 1 "${measured[@]}" ;;
+    esac
+    case " $PASSES " in *" scaling "*)
+        pass scaling 1 "results/${SEARCH%%/*}/$gpu/${SEARCH#*/}/search/README.md" ;;
+    esac
 }
 
 running() { [ -f "$work/passes.pid" ] && kill -0 "$(cat "$work/passes.pid")" 2>/dev/null; }
