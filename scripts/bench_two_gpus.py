@@ -77,7 +77,8 @@ def compare(sets: list[Path]) -> dict:
 
 def passes(phases: Path, seconds: dict) -> None:
     table = pd.read_csv(phases, sep="\t")
-    wall = {row["pass"]: row["end"] - row["start"] for _, row in table.iterrows()}
+    # a pass of several runs (alone: a step at a time, each where it ran together) sums them
+    wall = (table["end"] - table["start"]).groupby(table["pass"]).sum().to_dict()
     print("\n## Passes\n")
     print(table.assign(seconds=table["end"] - table["start"]).to_string(index=False))
     for name, s in seconds.items():

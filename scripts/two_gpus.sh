@@ -6,8 +6,9 @@
 # timed in phases.tsv:
 #   prepare   the run file's configurations converted, checked and accurate
 #   together  their offline and online steps, two at once, each on a GPU of its own
-#   alone     the same steps again, one at a time (their first outputs kept under
-#             results/<model>/<gpu>/together/ and removed, so that they are measured again)
+#   alone     the same steps again, one at a time, each on the GPU and CPUs it had
+#             together (their first outputs kept under results/<model>/<gpu>/together/
+#             and removed, so that they are measured again)
 #   scaling   the search over 1 and 2 GPUs of SEARCH (default tft/aoti-cg_fp16), a point
 #             at a time
 # $OUT gets phases.tsv, each pass's snakemake log and results.tgz (results so far).
@@ -33,11 +34,12 @@ passes() {  # run in the background: the passes in order, from the tree's copy i
     target="$target, precision: \(fp[0-9]*\)}.*"
     mapfile -t cfgs < <(sed -n "s|$target|results/\1/$gpu/\2_\3|p" "$runfile")
     for c in "${cfgs[@]}"; do measured+=("$c/offline.json" "$c/online.json"); done
+    pin=()  # a command the next pass runs under (taskset)
     pass() {  # NAME SLOTS TARGET...: one snakemake run, its wall time in phases.tsv
         local name=$1 slots=$2 start rc
         shift 2
         start=$(date +%s)
-        DEPLOYBENCH_BENCH_SLOTS=$slots bash "$repo/scripts/offline_run.sh" \
+        DEPLOYBENCH_BENCH_SLOTS=$slots "${pin[@]}" bash "$repo/scripts/offline_run.sh" \
             "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$repo/Snakefile" \
             --directory "$work" --configfile "$runfile" --cores "$(nproc)" "$@" \
             >"snakemake-$name.log" 2>&1
@@ -55,7 +57,19 @@ passes() {  # run in the background: the passes in order, from the tree's copy i
             cp -r "$c"/{offline,online}.{csv,json} "$c/logs" "$c/benchmarks" \
                 "$key/together/$(basename "$c")/" && rm -f "$c"/{offline,online}.{csv,json}
         done
-        pass alone 1 "${measured[@]}" ;;
+        # each step where it ran together: its GPU alone visible, that GPU's share of the
+        # CPUs (the claim pinned it there), so only the neighbour differs
+        local t uuid k share
+        share=$(($(nproc) / $(nvidia-smi -L | grep -c '^GPU')))
+        for t in "${measured[@]}"; do
+            uuid=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))
+                ["provenance"]["device"])' "$(dirname "$(dirname "$t")")/together/${t#*/*/*/}")
+            k=$(nvidia-smi -L | grep -n "$uuid" | cut -d: -f1)
+            k=$((k - 1))
+            pin=(taskset -c "$((k * share))-$((k * share + share - 1))")
+            CUDA_VISIBLE_DEVICES=$uuid pass alone 1 "$t"
+        done
+        pin=() ;;
     esac
     case " $PASSES " in *" scaling "*)
         pass scaling 1 "results/${SEARCH%%/*}/$gpu/${SEARCH#*/}/search/README.md" ;;
