@@ -281,7 +281,7 @@ def test_model_code_change_reruns_from_export(built):
 def test_unknown_keys_fail_early_with_the_valid_ones(built):
     result = snakemake(built, "-n", "results/tft-tiny/a31/onnx_fp32/offline.csv", check=False)
     assert result.returncode != 0
-    assert "unknown GPU key 'a31'; valid GPU keys: a100, a30, a40, cpu, h100, t4, v100" in (
+    assert "unknown GPU key 'a31'; valid GPU keys: a100, a30, a40, cpu, h100, h200, t4, v100" in (
         result.stdout + result.stderr)
     result = snakemake(built, "-n", "results/tft-tiny/cpu/trt_fp16/offline.csv", check=False)
     assert "precision 'fp16' cannot run on GPU key 'cpu'" in result.stdout + result.stderr
