@@ -374,7 +374,7 @@ class Settings:
 
 def _check_gpus(model: str, gpu: str, device: dict, settings: dict) -> None:
     """A deployment over several GPUs needs a GPU key."""
-    gpus = settings["triton"].get("gpus", 1)
+    gpus = deployments.gpu_count(settings["triton"])
     if gpus > 1 and device["kind"] != "gpu":
         raise ConfigError(f"model '{model}' on key '{gpu}': triton.gpus {gpus} needs a GPU "
                           f"key ('{gpu}' serves on the host's CPUs); set it to 1 or use a "

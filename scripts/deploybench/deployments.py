@@ -22,6 +22,11 @@ class Deployment(NamedTuple):
     profile: int | None = None  # the TensorRT optimisation profile it runs (per batch)
 
 
+def gpu_count(triton: dict) -> int:
+    """The GPUs a deployment's instance groups span (a model's `triton.gpus`; 1 unset)."""
+    return triton.get("gpus", 1)
+
+
 def per_batch(model: dict) -> bool:
     """Whether a model's settings (a run's `model`) deploy once per offline batch size."""
     return model["triton"].get("deployments", SINGLE) == PER_BATCH

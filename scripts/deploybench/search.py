@@ -29,7 +29,7 @@ from functools import cache
 
 from .backends import BACKENDS
 from .config import ConfigError, Settings, deep_merge
-from .deployments import per_batch
+from .deployments import gpu_count, per_batch
 from .run_facts import shared_memory_modes
 from .step_specs import step_spec
 
@@ -109,7 +109,7 @@ def reference_point(search: dict, triton: dict) -> str:
     """The point of the configuration's own values (the value nearest it, in each list):
     where the descent starts."""
     def nearest(dim, options):
-        own = triton.get(dim, 1) if dim == "gpus" else triton[dim]  # gpus: 1 unless set
+        own = gpu_count(triton) if dim == "gpus" else triton[dim]
         if own in options:
             return own
         scale = (lambda v: sum(v) / len(v)) if dim == "preferred_batch_sizes" else float

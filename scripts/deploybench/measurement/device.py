@@ -10,6 +10,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from ..backends import BACKENDS, is_ensemble
+from ..deployments import gpu_count
 from ..runners import RUNNERS
 from . import locks
 
@@ -137,7 +138,7 @@ _claimed: Claim | None = None  # this process's: one step, one claim
 
 def deployment_gpus(run: dict) -> int:
     """The GPUs a run's deployment spans (triton.gpus, default 1)."""
-    return run.get("model", {}).get("triton", {}).get("gpus", 1)
+    return gpu_count(run.get("model", {}).get("triton", {}))
 
 
 def claims(run: dict, step: str) -> bool:

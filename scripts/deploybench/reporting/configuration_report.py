@@ -10,6 +10,7 @@ import pandas as pd
 
 from .. import tail
 from ..backends import export_precision
+from ..deployments import gpu_count
 from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
 from ..scenarios import own_server_refusal
@@ -249,7 +250,7 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
 
 def _gpus(triton: dict) -> list[tuple[str, str]]:
     """The row of a deployment over several GPUs (triton.gpus); none for one."""
-    gpus = triton.get("gpus", 1)
+    gpus = gpu_count(triton)
     return [("GPUs", f"{gpus}, the instances on each (throughput: also a GPU's share)")] \
         if gpus > 1 else []
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..deployments import gpu_count
 from ..measurement import host_load, provenance
 from ..tables import SHARED_MEMORY, THROUGHPUT, read_perf
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
@@ -113,7 +114,7 @@ def configuration_headline(offline: Path, online: Path | None = None,
             "served_native": _ratio(offline, native), "accuracy": _accuracy(accuracy),
             "host": _host(reports),
             "served_by": served_by(reports["offline"].get("provenance", {}), notes=False),
-            "gpus": reports["offline"].get("triton", {}).get("gpus", 1)}
+            "gpus": gpu_count(reports["offline"].get("triton", {}))}
 
 
 def _inferences(peak: dict, gpus: int = 1) -> str:

@@ -41,7 +41,7 @@ def instance_groups(run: dict) -> list:
     if run["gpu"]["kind"] != "gpu":
         return [mc.ModelInstanceGroup(count=triton["instances"],
                                       kind=mc.ModelInstanceGroup.KIND_CPU)]
-    gpus = triton.get("gpus", 1)
+    gpus = deployments.gpu_count(triton)
     return [mc.ModelInstanceGroup(count=triton["instances"], kind=mc.ModelInstanceGroup.KIND_GPU,
                                   gpus=list(range(gpus)) if gpus > 1 else None)]
 
