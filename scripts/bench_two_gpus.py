@@ -8,8 +8,10 @@ wall time against the time its jobs took one at a time; and the search's scaling
         results/bert/h100/two-gpus-2026-11-27
 
 Each SET folder holds `together/<configuration>/` and `alone/<configuration>/` (their
-offline and online CSVs and benchmarks/); the first SET's `phases.tsv` holds the passes'
-wall times and its `<configuration>/search/search.json`, if any, the scaling.
+offline and online CSVs and benchmarks/), and may hold `again/<configuration>/` (the alone
+pass once more: how far a fresh server's run moves on its own); the first SET's
+`phases.tsv` holds the passes' wall times and its `<configuration>/search/search.json`, if
+any, the scaling.
 """
 
 from __future__ import annotations
@@ -57,20 +59,27 @@ def job_seconds(folder: Path) -> float:
 
 
 def compare(sets: list[Path]) -> dict:
-    """Print each configuration's levels; return its jobs' seconds, both ways."""
+    """Print each configuration's levels; return its jobs' seconds, both ways. A set with
+    `again/` (the alone pass once more) also prints again / alone: the run-to-run noise of a
+    fresh server on the same GPU, the yardstick for together / alone."""
     seconds = {}
     for folder in sets:
         together, alone = (configuration(folder / way) for way in ("together", "alone"))
+        again = configuration(folder / "again") if (folder / "again").is_dir() else None
         name = f"{folder.parent.parent.name} {together.name}"
         for scenario in ("offline", "online"):
             table = levels(together, alone, scenario)
-            ratios = table["throughput x"]
-            print(f"\n## {name} {scenario}: together / alone\n")
+            if again:
+                table["again x"] = levels(again, alone, scenario)["throughput x"]
+            print(f"\n## {name} {scenario}: together / alone"
+                  + (", again / alone" if again else "") + "\n")
             print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-            print(f"throughput x: median {statistics.median(ratios):.3f}, range "
-                  f"{ratios.min():.3f}-{ratios.max():.3f}; |x - 1| median "
-                  f"{statistics.median(abs(ratios - 1)):.3f}; window spread median "
-                  f"{table['window spread % (max)'].median():.1f} %")
+            for column in ("throughput x", "again x")[:2 if again else 1]:
+                ratios = table[column]
+                print(f"{column}: median {statistics.median(ratios):.3f}, range "
+                      f"{ratios.min():.3f}-{ratios.max():.3f}; |x - 1| median "
+                      f"{statistics.median(abs(ratios - 1)):.3f}")
+            print(f"window spread median {table['window spread % (max)'].median():.1f} %")
         seconds[name] = {"together": job_seconds(together), "alone": job_seconds(alone)}
     return seconds
 

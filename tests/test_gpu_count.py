@@ -103,3 +103,74 @@ def test_the_two_gpu_run_plans_both_configurations_and_tfts_one_and_two_gpu_poin
     assert planned_jobs(result)["search_point"] == 2, result.stdout[-3000:]
     jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(TWO_GPUS)))
     assert jobs["offline"] == jobs["online"] == 2, jobs
+
+
+def test_the_two_gpu_passes_measure_each_step_again_where_it_ran_together(tmp_path):
+    """scripts/two_gpus_passes.sh with two stand-in GPUs (`nvidia-smi -L`) and a stand-in
+    for its snakemake runs (offline_run.sh, which records how it was called and writes
+    each JSON target with the GPU it ran on): the together pass asks for every offline and
+    online step with two bench slots; alone measures each step again with only the GPU it
+    had together visible and that GPU's share of the CPUs; again does it once more for the
+    models AGAIN names; each pass's earlier outputs are kept, not overwritten."""
+    import json
+    import os
+    import subprocess
+
+    work, bin_ = tmp_path / "work", tmp_path / "bin"
+    (work / ".repo/scripts").mkdir(parents=True)
+    (work / ".repo/config/runs").mkdir(parents=True)
+    bin_.mkdir()
+    (work / ".repo/config/runs/two-gpus.yaml").write_text(TWO_GPUS.read_text())
+    calls = tmp_path / "calls.jsonl"
+    stand_ins = {
+        bin_ / "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)'\n"
+                             "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)'\n",
+        bin_ / "taskset": 'shift; echo "$1" > "$CPUS"; shift; exec "$@"\n',
+        # together: TFT on GPU 0, BERT on GPU 1, as the claims could have placed them
+        work / ".repo/scripts/offline_run.sh": f"""
+python3 - "$@" <<'PY'
+import json, os, sys
+from pathlib import Path
+targets = [a for a in sys.argv[1:] if a.startswith("results/")]
+cpus = Path(os.environ["CPUS"])
+with open({str(calls)!r}, "a") as f:
+    f.write(json.dumps({{"targets": targets, "slots": os.environ["DEPLOYBENCH_BENCH_SLOTS"],
+                        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                        "cpus": cpus.read_text().strip() if cpus.exists() else None}}) + "\\n")
+cpus.unlink(missing_ok=True)
+for t in targets:
+    device = os.environ.get("CUDA_VISIBLE_DEVICES") or ("GPU-bbb" if "/bert/" in t else "GPU-aaa")
+    Path(t).parent.joinpath("logs").mkdir(parents=True, exist_ok=True)
+    Path(t).parent.joinpath("benchmarks").mkdir(exist_ok=True)
+    Path(t).write_text(json.dumps({{"provenance": {{"device": device}}}}))
+    Path(t).with_suffix(".csv").write_text(device + "\\n")
+PY
+"""}
+    for path, text in stand_ins.items():
+        path.write_text(f"#!/bin/bash\n{text}")
+        path.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "work": str(work),
+           "PASSES": "together alone again", "AGAIN": "bert", "CPUS": str(tmp_path / "cpus")}
+    subprocess.run(["bash", ROOT / "scripts/two_gpus_passes.sh"], env=env, check=True,
+                   timeout=120)
+
+    ran = [json.loads(line) for line in calls.read_text().splitlines()]
+    tft, bert = "results/tft/h100/ts-trace_fp16", "results/bert/h100/ts-trace_fp16"
+    steps = [f"{c}/{s}.json" for c in (tft, bert) for s in ("offline", "online")]
+    assert ran[0] == {"targets": steps, "slots": "2", "visible": None, "cpus": None}
+    half = os.cpu_count() // 2
+    on = {"GPU-aaa": f"0-{half - 1}", "GPU-bbb": f"{half}-{2 * half - 1}"}
+    expected = [(s, "GPU-aaa" if "/tft/" in s else "GPU-bbb") for s in steps] + \
+        [(s, "GPU-bbb") for s in steps[2:]]  # again: BERT's steps only
+    assert [(r["targets"], r["slots"], r["visible"], r["cpus"]) for r in ran[1:]] == [
+        ([s], "1", gpu, on[gpu]) for s, gpu in expected]
+    phases = (work / "phases.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in phases] == \
+        ["pass", "together"] + ["alone"] * 4 + ["again"] * 2
+    for model, kept in (("tft", ("together",)), ("bert", ("together", "alone"))):
+        for way in kept:
+            folder = work / f"results/{model}/h100/{way}/ts-trace_fp16"
+            assert sorted(p.name for p in folder.iterdir()) == [
+                "benchmarks", "logs", "offline.csv", "offline.json", "online.csv",
+                "online.json"], folder
+    assert not (work / "results/tft/h100/alone").exists()  # AGAIN named BERT only

@@ -14,7 +14,9 @@ import results_archive as ra
 from conftest import ROOT
 from deploybench import atomic
 
-MAX_TRACKED_MIB = 8
+# the tree travels to a lent GPU machine with each call, beside the 40 MiB offline bundle
+# or a 40 MiB part of onnxruntime-gpu's, within the 64 MiB a call carries
+MAX_TRACKED_MIB = 12
 
 
 def tracked() -> list[str]:
