@@ -467,7 +467,7 @@ def test_dlrm_large_is_dlrm_with_tables_ten_times_a_larger_cache():
     assert large["backends"] == [b for b in dlrm["backends"] if b.startswith("hps-")]
     assert {k: v for k, v in large["hparams"].items() if k != "max_table_size"} == {
         k: v for k, v in dlrm["hparams"].items() if k != "max_table_size"}
-    from deploybench.models.dlrm.net import table_sizes
+    from deploybench.models.dlrm.features import table_sizes
 
     rows = sum(table_sizes(large["hparams"]))
     assert rows * 128 * 4 > 3 * 2**30 > 10 * sum(table_sizes(dlrm["hparams"])) * 128 * 4

@@ -217,7 +217,7 @@ def test_output_is_sigmoid_of_wide_plus_deep():
 
 
 def test_full_size_tables_are_capped():
-    from deploybench.models.widedeep.net import table_sizes
+    from deploybench.models.widedeep.features import table_sizes
 
     hp = FULL_CONFIG["hparams"]
     assert table_sizes(hp)[:3] == [50000, 50000, 4]

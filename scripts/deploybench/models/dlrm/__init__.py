@@ -19,6 +19,7 @@ import numpy as np
 
 from ...plugins import seeded_keras
 from . import data
+from .features import table_sizes
 
 FRAMEWORK = "tensorflow"
 
@@ -26,7 +27,7 @@ FRAMEWORK = "tensorflow"
 def build_model(hparams: dict, checkpoint: str | None, seed: int):
     """The Keras model with seeded initial weights (same seed: same weights), or the
     weights of a Keras weights file (`model.save_weights`, `*.weights.h5`)."""
-    from .net import build, table_sizes
+    from .net import build
 
     example = [np.zeros((1, int(hparams["num_numerical_features"])), np.float32),
                np.zeros((1, len(table_sizes(hparams))), data.ID_DTYPE)]
@@ -44,17 +45,11 @@ def split(model) -> tuple[list[np.ndarray], object]:
     return tables, DenseModel(model.dense_part)
 
 
-def _sizes(hparams: dict) -> list[int]:
-    from .net import table_sizes
-
-    return table_sizes(hparams)
-
-
 def generate_dataset(hparams: dict, out_dir: str, seed: int, n_train: int = 4096,
                      n_test: int = 4096) -> None:
     """A synthetic Criteo-like dataset in DLE's split binary layout: ids within the
     model's (scaled) table sizes, which become the feature spec's cardinalities."""
-    data.generate(out_dir, int(hparams["num_numerical_features"]), _sizes(hparams),
+    data.generate(out_dir, int(hparams["num_numerical_features"]), table_sizes(hparams),
                          {"train": n_train, "test": n_test}, seed)
 
 
@@ -64,7 +59,7 @@ def load_split(hparams: dict, data_dir: str, split: str,
     of the first `max_samples` samples (all when None). Ids are passed as stored: the
     model reduces them modulo its table sizes."""
     label, numerical, ids, _ = data.load(data_dir, split, max_samples)
-    n_num, n_cat = int(hparams["num_numerical_features"]), len(_sizes(hparams))
+    n_num, n_cat = int(hparams["num_numerical_features"]), len(table_sizes(hparams))
     if numerical.shape[1] != n_num or ids.shape[1] != n_cat:
         raise ValueError(f"Criteo dataset '{data_dir}' has {numerical.shape[1]} numerical and "
                          f"{ids.shape[1]} categorical features; the model takes {n_num} "

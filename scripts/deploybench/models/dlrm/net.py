@@ -26,6 +26,7 @@ import keras
 from keras import ops
 
 from ...plugins import Seeds
+from .features import table_sizes
 
 ARCHITECTURES = ("dlrm", "dcnv2")
 
@@ -220,20 +221,6 @@ class DenseModel(keras.Model):
     def call(self, inputs, training=None):
         numerical, lookups = inputs
         return ops.cast(ops.sigmoid(self.dense_part(numerical, lookups)), "float32")
-
-
-def table_sizes(hparams: dict) -> list[int]:
-    """Rows per embedding table: `table_sizes` if given, else each of `cardinalities`
-    capped at `max_table_size` (null: the full cardinality)."""
-    if hparams.get("table_sizes"):
-        sizes = [int(n) for n in hparams["table_sizes"]]
-    else:
-        cap = hparams.get("max_table_size")
-        sizes = [int(n) if cap is None else min(int(n), int(cap))
-                 for n in hparams["cardinalities"]]
-    if any(n < 1 for n in sizes):
-        raise ValueError(f"embedding table sizes must be positive, got {sizes}")
-    return sizes
 
 
 def build(hparams: dict, seed: int) -> RecommenderModel:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...plugins import seeded_keras
 from . import data
+from .features import categorical, hotness, numerical, table_sizes
 
 FRAMEWORK = "tensorflow"
 
@@ -28,7 +29,7 @@ FRAMEWORK = "tensorflow"
 def build_model(hparams: dict, checkpoint: str | None, seed: int):
     """The Keras model with seeded initial weights (same seed: same weights), or the
     weights of a Keras weights file (`model.save_weights`, `*.weights.h5`)."""
-    from .net import build, hotness, numerical
+    from .net import build
 
     example = ([np.zeros((1, h), np.int32) for h in hotness(hparams)]
                + [np.zeros((1, 1), np.float32) for _ in numerical(hparams)])
@@ -39,8 +40,6 @@ def generate_dataset(hparams: dict, out_dir: str, seed: int, n_train: int = 4096
                      n_valid: int = 4096) -> None:
     """A synthetic Outbrain-like dataset (see `data`): ids within the model's
     (scaled) table sizes, which become the feature spec's cardinalities."""
-    from .net import categorical, numerical, table_sizes
-
     features = [data.Categorical(f["name"], n, f["hotness"])
                 for f, n in zip(categorical(hparams), table_sizes(hparams))]
     data.generate(out_dir, features, numerical(hparams),
@@ -54,8 +53,6 @@ def load_split(hparams: dict, data_dir: str, split: str,
     `max_samples` samples (all when None). Ids are passed as stored (the model reduces
     them modulo its table sizes); multi-hot lists are cut or padded with -1 to their
     hotness, as DLE's triton/tf_dataloader.py feeds them."""
-    from .net import categorical, numerical
-
     arrays = data.load(data_dir, split, max_samples)
     cats = categorical(hparams)
     cat_names = [f["name"] for f in cats]
