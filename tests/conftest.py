@@ -12,6 +12,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "config" / "tiny.yaml"
+# model_overrides for a test that measures the tiny TFT again and needs only some level of
+# each scenario: one, without warm-up
+ONE_LEVEL = {"tft-tiny": {"offline": {"batch_sizes": [4], "warmup_windows": 0},
+                          "online": {"concurrency": [2], "warmup_windows": 0}}}
 # The checkout under test first, in this process and in every process it starts: a
 # PYTHONPATH naming another checkout's scripts/ would otherwise import that one's package
 # (a test changing this checkout's code would then see no change).

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import (
+    ONE_LEVEL,
     ROOT,
     TINY,
     copy_build,
@@ -41,7 +42,8 @@ def test_repeats_keep_the_median_run_and_say_how_far_runs_spread(built, tmp_path
     work = tmp_path / "work"
     shutil.copytree(built, work, symlinks=True)
     extra = tmp_path / "repeats.yaml"
-    extra.write_text(yaml.safe_dump({"perf_overrides": {"cpu": {"repeats": 3}}}))
+    extra.write_text(yaml.safe_dump({"perf_overrides": {"cpu": {"repeats": 3}},
+                                     "model_overrides": ONE_LEVEL}))
     # both config files in one option (a second --configfile would replace the first)
     snakemake(work, f"{RUN}/offline.csv", f"{RUN}/README.md", "--configfile", str(TINY),
               str(extra))
