@@ -69,12 +69,14 @@ def compare(sets: list[Path]) -> dict:
         name = f"{folder.parent.parent.name} {together.name}"
         for scenario in ("offline", "online"):
             table = levels(together, alone, scenario)
-            if again:
-                table["again x"] = levels(again, alone, scenario)["throughput x"]
+            if again:  # matched level by level, as together's are
+                noise = levels(again, alone, scenario)[[*KEY, "throughput x"]]
+                table = table.merge(noise.rename(columns={"throughput x": "again x"}),
+                                    on=KEY, how="left")
             print(f"\n## {name} {scenario}: together / alone"
                   + (", again / alone" if again else "") + "\n")
             print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-            for column in ("throughput x", "again x")[:2 if again else 1]:
+            for column in ["throughput x", *(["again x"] if again else [])]:
                 ratios = table[column]
                 print(f"{column}: median {statistics.median(ratios):.3f}, range "
                       f"{ratios.min():.3f}-{ratios.max():.3f}; |x - 1| median "

@@ -59,7 +59,7 @@ case " $PASSES " in *" together "*) pass together 2 "${measured[@]}" ;; esac
 case " $PASSES " in *" alone "*) apart alone together "${cfgs[@]}" ;; esac
 case " $PASSES " in *" again "*)
     again=()
-    for c in "${cfgs[@]}"; do  # AGAIN: models, as `tft bert`
+    for c in "${cfgs[@]}"; do  # AGAIN: models, as `tft bert`; unset or empty: every one
         model=${c#results/}
         case " ${AGAIN:-${model%%/*}} " in *" ${model%%/*} "*) again+=("$c") ;; esac
     done
