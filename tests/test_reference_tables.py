@@ -305,6 +305,43 @@ def test_the_model_report_lists_the_dated_sets_with_what_each_measured():
     assert compiled["Best offline inf/s"] == table["Inferences/Second"].max() > 130_000
 
 
+def test_the_other_way_of_serving_stands_beside_the_published_rows(tmp_path):
+    """Beside BERT's natively served reference pair, the newest dated set that measured the
+    same configuration as its folder did but through the python backend; an older such set,
+    one served the same way and one measured otherwise stay out."""
+    import shutil
+
+    from deploybench.reporting.reference import reference_comparison, served_other_ways
+
+    bert = ROOT / "results/bert/h100"
+    shutil.copytree(bert / "ts-trace_fp16", tmp_path / "h100/ts-trace_fp16")
+    python = bert / "python-served-2026-11-27"
+    for name, date, settings in (("old-2026-11-01", "2026-11-01T00:00:00+00:00", {}),
+                                 ("new-2026-11-02", "2026-11-02T00:00:00+00:00", {}),
+                                 ("grpc-2026-11-03", "2026-11-03T00:00:00+00:00",
+                                  {"measurement_request_count": 500})):
+        shutil.copytree(python, tmp_path / "h100" / name)
+        ran_at = tmp_path / "h100" / name / "ts-trace_fp16/offline.json"
+        ran = json.loads(ran_at.read_text())
+        ran["provenance"]["date"] = date
+        ran["perf_analyzer_settings"] |= settings
+        ran_at.write_text(json.dumps(ran))
+    shutil.copytree(tmp_path / "h100/ts-trace_fp16",
+                    tmp_path / "h100/same-2026-11-04/ts-trace_fp16")
+    (tmp_path / "h100/same-2026-11-04/NOTES.md").write_text("# served the same way\n")
+    configs = [tmp_path / "h100/ts-trace_fp16/README.md"]
+    sets = sorted(p.parent for p in tmp_path.glob("h100/*/NOTES.md"))
+    beside = served_other_ways(configs, sets)
+    assert beside == [tmp_path / "h100/new-2026-11-02/ts-trace_fp16/README.md"]
+    table = reference_comparison(configs + beside, ROOT / "config/reference/tables.csv",
+                                 "004_0e3f950e04427afa.txt", {}, "offline")
+    measured = pd.read_csv(python / "ts-trace_fp16/offline.csv")
+    system = measured[measured["Shared memory"] == "system"].set_index("Batch")
+    column = table.set_index("Batch")["h100 new-2026-11-02/ts-trace_fp16 (served by python)"]
+    assert np.allclose(column.loc[system.index], system["Inferences/Second"])
+    assert "h100 ts-trace_fp16 (served by deploybench)" in table
+
+
 # What the lent H100 cannot run: TensorRT (its libraries are not on the package index) and
 # TensorFlow with CUDA (too large for the machine)
 NOT_ON_THE_H100 = ("trt", "tf-")

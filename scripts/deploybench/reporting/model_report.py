@@ -26,6 +26,7 @@ from .reference import (
     reference_comparison,
     reference_latencies,
     reference_settings,
+    served_other_ways,
 )
 from .served_native import at_max_batch, served_vs_native
 
@@ -126,6 +127,15 @@ CPU_BESIDE = (" The `cpu` columns ran on the CPU key (the host's CPUs, named in 
               "configuration's report; settings below), every published row on the GPU "
               "its label names: other hardware, beside the tables, not a reproduction "
               "of them.")
+
+
+SERVED_OTHERWISE = (" A `<gpu> <set>/<configuration>` column is the configuration of that "
+                    "name measured as its folder's was but served another way (`served "
+                    "by`): the newest dated set that did.")
+
+
+def _in_sets(configs: list[Path]) -> bool:
+    return any(layout.configuration_of(Path(c).parent)["set"] for c in configs)
 
 
 def _on_cpu(configs: list[Path]) -> bool:
@@ -230,7 +240,8 @@ def _beside_the_reference(configs: list[Path], reference: dict) -> str:
                              reference["document"])
     narrowed = "".join(f", {k} {v}" for k, v in where.items())
     source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
-              f"{narrowed}.{CPU_BESIDE if _on_cpu(configs) else ''}\n\n")
+              f"{narrowed}.{CPU_BESIDE if _on_cpu(configs) else ''}"
+              f"{SERVED_OTHERWISE if _in_sets(configs) else ''}\n\n")
     text = ""
     for scenario in ("offline", "online"):
         compared = reference_comparison(configs, path, document, where, scenario)
@@ -268,17 +279,20 @@ def model_page(spec: dict, configs: list[Path], out: Path, offline_frontier: Pat
     page includes it) and its README `out`: every configuration of the model built so far
     (best offline throughput, lowest online latency, serving overhead) with links to their
     reports, and where the model has a reference table, GPU results beside the published
-    ones; the frontier plots drawn. `configs`: the configuration reports this run built;
-    the others already on disk (committed GPU results) join them."""
+    ones (with the same configurations served another way, from the dated sets); the
+    frontier plots drawn. `configs`: the configuration reports this run built; the others
+    already on disk (committed GPU results) join them."""
     configs = sorted(set(layout.configuration_reports(out)) | {Path(c) for c in configs})
     reference = spec.get("reference")
     table = pd.DataFrame([_configuration_row(readme) for readme in configs])
     dated = dated_sets_table(out)
+    # beside the published tables, each configuration's other ways of serving too
+    beside = configs + served_other_ways(configs, layout.dated_sets(out))
     lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
     return lines, PAGE.format(
         title=spec["title"], headline=lines, model=spec["model"],
         configurations=markdown_table(table) if configs else "Nothing built yet.",
         frontier=_frontier_section(configs, spec, out, offline_frontier, online_frontier),
         kept_apart=_kept_apart_sections(out, dated),
-        reference=_about_the_reference(configs, reference)
-        + _beside_the_reference(configs, reference) if reference else "")
+        reference=_about_the_reference(beside, reference)
+        + _beside_the_reference(beside, reference) if reference else "")

@@ -26,9 +26,49 @@ from .markdown import shared_memory, warm_up, windows
 
 
 def configuration_label(folder: Path) -> str:
-    """A configuration's name in tables and plots: '<gpu key> <backend>_<precision>'."""
+    """A configuration's name in tables and plots: '<gpu key> <backend>_<precision>', or
+    '<gpu key> <set>/<backend>_<precision>' for one kept in a dated set."""
     where = layout.configuration_of(folder)
-    return f"{where['gpu']} {where['name']}"
+    return f"{where['gpu']} {where['set'] + '/' if where['set'] else ''}{where['name']}"
+
+
+def _served_by(folder: Path) -> tuple:
+    """The ways of serving a configuration's offline rows record (e.g. deploybench, python)."""
+    rows = read_perf(folder / "offline.csv")
+    return tuple(sorted(map(str, rows[SERVED_BY].dropna().unique()))) if SERVED_BY in rows \
+        else ()
+
+
+def _measured_as(folder: Path) -> tuple:
+    """What must agree for two measurements of a configuration to stand side by side: how
+    perf_analyzer measured, the Triton settings and the export's precision."""
+    ran = json.loads((folder / "offline.json").read_text())
+    return ran["perf_analyzer_settings"], ran["triton"], export_precision(ran)
+
+
+def served_other_ways(configs: list[Path], sets: list[Path]) -> list[Path]:
+    """Beside each configuration folder (its README in `configs`), for each other way of
+    serving, the newest configuration of the dated `sets` of the same GPU key and name that
+    measured it as the folder did (_measured_as) but was served that way: the python
+    backend's side of a reference pair the C++ backend serves. Their (unbuilt) README
+    paths, as `configs` name configurations."""
+    newest: dict[tuple, tuple[str, Path]] = {}
+    for readme in configs:
+        folder = readme.parent
+        if not (folder / "offline.json").is_file():
+            continue
+        own, gpu = _served_by(folder), layout.configuration_of(folder)["gpu"]
+        for kept in sets:
+            other = kept / folder.name
+            if kept.parent.name != gpu or not (other / "offline.json").is_file():
+                continue
+            way = _served_by(other)
+            if way in ((), own) or _measured_as(other) != _measured_as(folder):
+                continue
+            date = json.loads((other / "offline.json").read_text())["provenance"]["date"]
+            if (folder, way) not in newest or date > newest[folder, way][0]:
+                newest[folder, way] = (date, other / "README.md")
+    return sorted(readme for _, readme in newest.values())
 
 
 # What tells the reference result tables of one document apart (the label of a column).
