@@ -2,17 +2,20 @@
 # One lent-machine call on a machine of several GPUs: runs side by side, one lane a GPU,
 # each lane pinned to its share of the host's CPUs (as many as a one-GPU machine's) and
 # working in a directory of its own, its runs one after another.
-#   bash scripts/gpu_lanes.sh SECONDS LANES_FILE
+#   bash scripts/gpu_lanes.sh SECONDS LANES_FILE [NAME...]
 # LANES_FILE: a run a line, `LANE NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
 # starts a comment; `stop NAME` ends that run); lane n runs on GPU n modulo the GPUs there are, so on fewer GPUs
 # lanes share one, their runs one after another in the file's order. Each call starts
 # what may start now (a lane's next run once the one before it has ended; every run
 # through gpu_session.sh's DETACH=1, so it outlives the call), waits up to SECONDS while
 # any runs, and leaves in $OUT/NAME each run's logs and results so far (a run that has
-# ended: in the first call after its end). A later call with more lines adds runs.
+# ended: in the first call after its end). A later call with more lines adds runs. NAMEs:
+# only those runs of the file (a machine of one GPU, given back after 30 minutes held,
+# takes one or two; a fresh machine knows nothing of an earlier one's runs).
 set -uo pipefail
 box=$1
 lanes=$2
+shift 2
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/out}
 root=${DEPLOYBENCH_LANES_DIR:-/tmp/deploybench-lanes}
@@ -21,6 +24,16 @@ share=$(($(nproc --all) / gpus))
 mapfile -t runs < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e '/^[[:space:]]*stop[[:space:]]/d' \
     "$lanes")
 mapfile -t stops < <(sed -e 's/#.*//' "$lanes" | awk '$1 == "stop" { print $2 }')
+if [ $# -gt 0 ]; then
+    names=" $(printf '%s\n' "${runs[@]}" | awk '{ print $2 }' | tr '\n' ' ')"
+    for name in "$@"; do
+        case $names in *" $name "*) ;; *)
+            echo "gpu_lanes.sh: no run '$name' in $lanes; its runs:$names" >&2; exit 2 ;;
+        esac
+    done
+    mapfile -t runs < <(printf '%s\n' "${runs[@]}" | awk -v want=" $* " \
+        'index(want, " " $2 " ")')
+fi
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
 
 state() {  # done, running, or ready: of the run in directory $1

@@ -174,3 +174,57 @@ PY
                 "benchmarks", "logs", "offline.csv", "offline.json", "online.csv",
                 "online.json"], folder
     assert not (work / "results/tft/h100/alone").exists()  # AGAIN named BERT only
+
+
+def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
+    """scripts/gpu_lanes.sh with two stand-in GPUs and a stand-in `taskset` (which records
+    the run it would start, and starts none): each GPU's first run of the file, lane n on
+    GPU n mod 2, pinned to that GPU's half of the CPUs; NAMEs narrow the runs to those (so
+    a GPU's later run starts where its first is not named); an unknown NAME is refused
+    with the file's runs."""
+    import os
+    import subprocess
+
+    bin_, offline = tmp_path / "bin", tmp_path / "offline"
+    bin_.mkdir()
+    (offline / "site").mkdir(parents=True)  # as if unpacked: the bundle is not needed
+    calls = tmp_path / "calls.txt"
+    stand_ins = {
+        "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)'\n"
+                      "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)'\n",
+        "taskset": f'echo "$CUDA_VISIBLE_DEVICES $2 $(basename "$DEPLOYBENCH_WORKDIR") '
+                   f'$RUNFILE ${{*:6}}" >> {calls}\n'}
+    for name, text in stand_ins.items():
+        (bin_ / name).write_text(f"#!/bin/bash\n{text}")
+        (bin_ / name).chmod(0o755)
+    lanes = tmp_path / "lanes"
+    lanes.write_text("# lane name runfiles target...\n"
+                     "0 a config/runs/h100-reference.yaml results/a/README.md\n"
+                     "1 b config/runs/h100-reference.yaml,config/runs/python-served.yaml "
+                     "results/b/offline.csv results/b/online.csv  # python\n"
+                     "2 c config/runs/h100-reference.yaml results/c/README.md\n")
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "DEPLOYBENCH_LANES_DIR": str(tmp_path / "lanes.d"),
+           "DEPLOYBENCH_OFFLINE_DIR": str(offline)}
+
+    def lanes_run(*names):
+        calls.unlink(missing_ok=True)
+        done = subprocess.run(["bash", ROOT / "scripts/gpu_lanes.sh", "0", lanes, *names],
+                              env=env, capture_output=True, text=True, timeout=60)
+        started = calls.read_text().splitlines() if calls.exists() else []
+        return done, started
+
+    half = os.cpu_count() // 2
+    first, second = f"0-{half - 1}", f"{half}-{2 * half - 1}"
+    done, started = lanes_run()
+    assert done.returncode == 0, done.stderr
+    assert started == [
+        f"0 {first} a config/runs/h100-reference.yaml results/a/README.md",
+        f"1 {second} b config/runs/h100-reference.yaml config/runs/python-served.yaml "
+        "results/b/offline.csv results/b/online.csv"]
+    done, started = lanes_run("c")  # GPU 0's second run, its first not named
+    assert done.returncode == 0, done.stderr
+    assert started == [f"0 {first} c config/runs/h100-reference.yaml results/c/README.md"]
+    done, started = lanes_run("c", "z")
+    assert done.returncode == 2 and started == []
+    assert "no run 'z'" in done.stderr and " a b c " in done.stderr, done.stderr

@@ -367,9 +367,11 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     assert len(runnable) == 6, runnable  # TFT, TFT traffic, BERT 2, FastPitch 2
     jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(run_file)))
     assert jobs["configuration_report"] == jobs["offline"] == len(targets), jobs
-    # its lanes (scripts/gpu_lanes.sh) name run files that exist and reports of its targets
-    reports = {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/README.md"
-               for t in targets}
+    # its lanes (scripts/gpu_lanes.sh) name run files that exist and its targets' reports
+    # or measurements
+    reports = {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/{name}"
+               for t in targets for name in ("README.md", "native.csv", "offline.csv",
+                                             "online.csv")}
     for line in (ROOT / "config/runs/h100-reference.lanes").read_text().splitlines():
         words = line.split("#")[0].split()
         if words and words[0] != "stop":  # `stop NAME`: a run ended, no run of its own
