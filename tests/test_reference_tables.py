@@ -350,7 +350,8 @@ NOT_ON_THE_H100 = ("trt", "tf-")
 @pytest.mark.e2e  # a real Snakemake dry-run
 def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     """config/runs/h100-reference.yaml names every published table's pair (reference.pairs)
-    but those that need TensorRT or TensorFlow with CUDA, and each is planned to its report."""
+    but those that need TensorRT or TensorFlow with CUDA, and each is planned to its report;
+    its lanes, and ONNX Runtime's run file among them, plan too."""
     import yaml
 
     from conftest import planned_jobs, snakemake
@@ -367,18 +368,27 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     assert len(runnable) == 6, runnable  # TFT, TFT traffic, BERT 2, FastPitch 2
     jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(run_file)))
     assert jobs["configuration_report"] == jobs["offline"] == len(targets), jobs
-    # its lanes (scripts/gpu_lanes.sh) name run files that exist and its targets' reports
-    # or measurements
-    reports = {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/{name}"
-               for t in targets for name in ("README.md", "native.csv", "offline.csv",
-                                             "online.csv")}
+    # its lanes (scripts/gpu_lanes.sh) name run files that exist and the reports or
+    # measurements of their first run file's targets (this one's, or ONNX Runtime's)
+    def files(run_file):
+        return {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/{name}"
+                for t in yaml.safe_load((ROOT / run_file).read_text())["targets"]
+                for name in ("README.md", "native.csv", "offline.csv", "online.csv")}
+
+    first_files = set()
     for line in (ROOT / "config/runs/h100-reference.lanes").read_text().splitlines():
         words = line.split("#")[0].split()
         if words and words[0] != "stop":  # `stop NAME`: a run ended, no run of its own
             lane, _, runfiles, *lane_targets = words
             assert int(lane) >= 0 and lane_targets, line
             assert all((ROOT / f).is_file() for f in runfiles.split(",")), line
-            assert set(lane_targets) <= reports, line
+            assert set(lane_targets) <= files(runfiles.split(",")[0]), line
+            first_files.add(runfiles.split(",")[0])
+    assert first_files == {"config/runs/h100-reference.yaml",
+                           "config/runs/h100-onnxruntime.yaml"}
+    jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile",
+                                  str(ROOT / "config/runs/h100-onnxruntime.yaml")))
+    assert jobs["offline"] == jobs["configuration_report"] == 5, jobs
 
 
 def test_cpu_results_sit_beside_the_published_rows_with_the_hardware_said(tmp_path):
