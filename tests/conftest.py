@@ -278,6 +278,7 @@ def _check_warm_up(log: Path, table, settings: dict, scenario: str, perf: dict, 
     assert [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in warm] == (
         [(str(b), f"{c}:{c}") for _ in modes for b, c in levels] if windows else []), warm
     for command in warm:
+        assert flag(command, "-r") == str(perf["warmup_max_trials"]), command
         if mode == "time_windows":
             assert flag(command, "-p") == str(interval * windows), command
         else:  # online's count: a third of perf.min_requests at least

@@ -373,7 +373,8 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     def files(run_file):
         return {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/{name}"
                 for t in yaml.safe_load((ROOT / run_file).read_text())["targets"]
-                for name in ("README.md", "native.csv", "offline.csv", "online.csv")}
+                for name in ("README.md", "native.csv", "offline.csv", "online.csv",
+                             "floor.csv")}
 
     first_files = set()
     for line in (ROOT / "config/runs/h100-reference.lanes").read_text().splitlines():
