@@ -58,12 +58,13 @@ def served_other_ways(configs: list[Path], sets: list[Path]) -> list[Path]:
         if not (folder / "offline.json").is_file():
             continue
         own, gpu = _served_by(folder), layout.configuration_of(folder)["gpu"]
+        measured = _measured_as(folder)
         for kept in sets:
             other = kept / folder.name
             if kept.parent.name != gpu or not (other / "offline.json").is_file():
                 continue
             way = _served_by(other)
-            if way in ((), own) or _measured_as(other) != _measured_as(folder):
+            if way in ((), own) or _measured_as(other) != measured:
                 continue
             date = json.loads((other / "offline.json").read_text())["provenance"]["date"]
             if (folder, way) not in newest or date > newest[folder, way][0]:
