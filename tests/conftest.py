@@ -268,6 +268,8 @@ def _check_warm_up(log: Path, table, settings: dict, scenario: str, perf: dict, 
     """The warm-up: each of its levels (warmup_levels, [batch, concurrency]: max and max/2
     of the sweep's; its largest row by default) in each shared-memory mode, before the
     sweep, the window `warmup_windows` times as long."""
+    from deploybench.triton.perf_analyzer import ANY_SPREAD
+
     warm = perf_commands(log, warm_up=True)
     windows = settings.get("warmup_windows", 0)
     tops = (int(table["Batch"].max()), int(table["Concurrency"].max()))
@@ -278,7 +280,7 @@ def _check_warm_up(log: Path, table, settings: dict, scenario: str, perf: dict, 
     assert [(flag(c, "-b"), flag(c, "--concurrency-range")) for c in warm] == (
         [(str(b), f"{c}:{c}") for _ in modes for b, c in levels] if windows else []), warm
     for command in warm:
-        assert flag(command, "-r") == str(perf["warmup_max_trials"]), command
+        assert flag(command, "-s") == str(ANY_SPREAD), command  # three windows, any spread
         if mode == "time_windows":
             assert flag(command, "-p") == str(interval * windows), command
         else:  # online's count: a third of perf.min_requests at least

@@ -219,7 +219,5 @@ def test_the_report_says_how_perf_analyzer_windowed_a_scenario():
     ran["warmup_levels"] = [[1, 8], [1, "max"]]
     assert _perf_settings(ran).endswith("warm-up of 2 windows at batch 1 x concurrency 8, "
                                         "batch 1 x concurrency max")
-    ran["warmup_max_trials"] = 3  # recorded since 2026-11-28
-    assert _perf_settings(ran).endswith("batch 1 x concurrency max, at most 3 each")
     ran |= {"measurement_mode": "time_windows", "shared_memory": [], "warmup_windows": 0}
     assert _perf_settings(ran) == "HTTP, shared memory none, 0.25 s windows, no warm-up run"

@@ -58,12 +58,9 @@ def windows(ran: dict) -> str:
 
 def warm_up(ran: dict) -> str:
     """The warm-up as a scenario's JSON recorded it: windows and levels (batch, concurrency;
-    max and max/2 of the sweep's), and how many of those windows a level ran at most
-    (recorded since 2026-11-28)."""
+    max and max/2 of the sweep's)."""
     warm = ran.get("warmup_windows", 0)
     if not warm:
         return "none"
     levels = ran.get("warmup_levels") or DEFAULT_WARMUP_LEVELS
-    most = f", at most {ran['warmup_max_trials']} each" if "warmup_max_trials" in ran else ""
-    return (f"{warm} windows at " + ", ".join(f"batch {b} x concurrency {c}" for b, c in levels)
-            + most)
+    return f"{warm} windows at " + ", ".join(f"batch {b} x concurrency {c}" for b, c in levels)

@@ -66,6 +66,11 @@ UNSETTLED = "Failed to obtain stable measurement"
 EMPTY_WINDOW = "No valid requests recorded within time interval"
 # A stability threshold (%) any three windows meet: the run that records an unstable level
 ANY_SPREAD = 1_000_000
+# A warm-up level's windows: with ANY_SPREAD it ends after the three perf_analyzer compares,
+# as a clean exit. The runners' perf_client went on to 10 until stable (FastPitch's 60-s
+# windows: up to 40 minutes of one offline step on an H100, 2026-11-28); one cut short by
+# -r 3 left a request in flight into the next level once (a CI run of 2026-11-28).
+WARM_UP_WINDOWS = 3
 # Requests of the kept windows: perf_analyzer's (client) and all the server answered
 SENT = re.compile(r"Client: *\n\s*Request count: (\d+)")
 ANSWERED = re.compile(r"Successful request count: (\d+)")
@@ -113,13 +118,12 @@ def protocol(run: dict, scenario: str) -> str:
 
 def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
             attempt: int = 1, scale: int = 1, stability: float | None = None,
-            export: Path | None = None, trials: int | None = None) -> list[str]:
+            export: Path | None = None) -> list[str]:
     """The perf_analyzer command line. A retry doubles the window (its request count, or
     its interval in time windows), as perf_analyzer advises when it cannot stabilise;
     `scale` multiplies it (the warm-up's longer window); `stability` replaces
-    perf.stability_percentage, `trials` perf.max_trials. Verbose (-v): each window's
-    figures, for their spread. `export`: every request's timestamps (and data) written
-    there (deploybench.tail)."""
+    perf.stability_percentage. Verbose (-v): each window's figures, for their spread.
+    `export`: every request's timestamps (and data) written there (deploybench.tail)."""
     batch, concurrency = row.batch, row.concurrency
     model, perf = run["model"], run["perf"]
     mode, interval_ms, request_count = window(run, scenario)
@@ -144,8 +148,7 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
         *(["--measurement-request-count", str(request_count)]
           if mode == "count_windows" else []),
         "-p", str(interval_ms),
-        "-s", str(stability or perf["stability_percentage"]),
-        "-r", str(trials or perf["max_trials"]),
+        "-s", str(stability or perf["stability_percentage"]), "-r", str(perf["max_trials"]),
         "-f", str(csv_path), "--verbose-csv", "-v",
         "-i", via, "-u", server.grpc_url if via == "grpc" else server.http_url,
     ]
@@ -374,14 +377,14 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
             log) -> None:
     """The reference runners' warm-up: before the sweep, perf_analyzer at each of
     `warmup_levels` with a window `warmup_windows` times as long, in each shared-memory
-    mode, at most perf.warmup_max_trials windows, its numbers discarded (it need not
-    stabilise; a dead server still fails)."""
+    mode, WARM_UP_WINDOWS windows whatever their spread, its numbers discarded (a dead
+    server still fails)."""
     scale = run["model"][scenario].get("warmup_windows", 0)
     if not scale:
         return
     for row in warmup_rows(run, scenario, sweep):
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale,
-                      trials=run["perf"]["warmup_max_trials"])
+                      stability=ANY_SPREAD)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
         result = run_client(server, cmd)
