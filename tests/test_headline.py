@@ -214,10 +214,15 @@ def test_the_report_says_how_perf_analyzer_windowed_a_scenario():
     ran = {"protocol": "http", "shared_memory": ["system"], "warmup_windows": 2,
            "measurement_mode": "count_windows", "measurement_interval_ms": 250,
            "measurement_request_count": 15}
+    # measured before 2026-11-28: how many warm-up windows was not recorded
     assert _perf_settings(ran) == ("HTTP, shared memory system, 15 requests a window, "
-                                   "warm-up of 2 windows at batch max x concurrency max")
-    ran["warmup_levels"] = [[1, 8], [1, "max"]]
-    assert _perf_settings(ran).endswith("warm-up of 2 windows at batch 1 x concurrency 8, "
-                                        "batch 1 x concurrency max")
+                                   "warm-up of windows of 30 requests at batch max x "
+                                   "concurrency max")
+    ran |= {"warmup_levels": [[1, 8], [1, "max"]], "warmup_trials": 3}
+    assert _perf_settings(ran).endswith("warm-up of 3 windows of 30 requests at batch 1 x "
+                                        "concurrency 8, batch 1 x concurrency max")
+    ran["measurement_mode"] = "time_windows"  # FastPitch's: a minute, six of its windows
+    assert _perf_settings(ran).endswith("0.25 s windows, warm-up of 3 windows of 0.5 s at "
+                                        "batch 1 x concurrency 8, batch 1 x concurrency max")
     ran |= {"measurement_mode": "time_windows", "shared_memory": [], "warmup_windows": 0}
     assert _perf_settings(ran) == "HTTP, shared memory none, 0.25 s windows, no warm-up run"

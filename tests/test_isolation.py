@@ -202,6 +202,24 @@ def test_foreign_inference_and_a_changed_log_level_flag_a_level(toy_repo, tmp_pa
     assert found["server_settings_changed"]["log.log_verbose_level"] == [0, 1]
 
 
+def test_foreign_requests_allow_for_every_kept_windows_edges():
+    """perf_analyzer reports the server's count over its three kept windows: at each of
+    their six edges the requests in flight, and those ending while it queries the
+    statistics, are the server's and not its client's. 7 more at 1,000 requests/s and
+    concurrency 1 (a CI-like run with no other client) are not foreign; a flood is."""
+    out = ("Client: \n    Request count: {sent}\n"
+           "Server: \n    Successful request count: {answered}\n")
+    row, measured = perf_analyzer.Row(4, 1, "system"), {perf_analyzer.REQUESTS: 1000.0}
+    edges = 2 * 3 * (1 + 2)  # concurrency 1, 2 ms of 1,000 requests/s, each edge
+    assert perf_analyzer.foreign_requests(out.format(sent=30, answered=37), row,
+                                          measured) == 0
+    assert perf_analyzer.foreign_requests(out.format(sent=30, answered=30 + edges), row,
+                                          measured) == 0
+    assert perf_analyzer.foreign_requests(out.format(sent=30, answered=330), row,
+                                          measured) == 300 - edges
+    assert perf_analyzer.foreign_requests("no counts", row, measured) is None
+
+
 def _run(requests: int) -> dict:
     return {**RUN, "model": {**RUN["model"], "offline": {"measurement_request_count": requests}},
             "perf": {**PERF, "attempts": 3}}

@@ -126,11 +126,12 @@ def test_the_configuration_report_says_what_ran_and_how(built):
             ("offline", "system", "batch 1 x concurrency 1, batch max x concurrency 1"),
             ("online", "none", "batch max x concurrency max")):
         assert (f"| perf_analyzer {scenario} | HTTP, shared memory {memory}, 0.25 s windows, "
-                f"warm-up of 2 windows at {levels} |") in readme
-    # each level warmed in turn, at the sweep's batch and concurrency it names
+                f"warm-up of 3 windows of 0.5 s at {levels} |") in readme
+    # each level warmed in turn, at the sweep's batch and concurrency it names, in the
+    # windows twice as long (tft-tiny's warmup_windows) the report says
     warmed = [line for line in (built / RUN / "logs/offline_perf_analyzer.log").read_text()
               .splitlines() if line.startswith("[warm-up, discarded] $ ")]
-    assert [re.search(r" -b (\d+) .*--concurrency-range (\S+) ", w).groups()
+    assert [re.search(r" -b (\d+) .*--concurrency-range (\S+) .* -p 500 ", w).groups()
             for w in warmed] == [("1", "1:1"), ("4", "1:1")], warmed
     warmed = [line for line in (built / RUN / "logs/online_perf_analyzer.log").read_text()
               .splitlines() if line.startswith("[warm-up, discarded] $ ")]

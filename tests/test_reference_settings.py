@@ -122,7 +122,7 @@ def test_perf_analyzer_runs_as_each_reference_ran_it(model, scenario, expected, 
         assert "--shared-memory" not in flags and "--measurement-request-count" not in flags
     # the warm-up: each level of the document's runner in each shared-memory mode, the
     # measured rows' flags at that level, a longer window (the first mode's shown here), any
-    # spread accepted: three windows a level (perf_analyzer.WARM_UP_WINDOWS)
+    # spread accepted: three windows a level (run_facts.WARM_UP_WINDOWS)
     from deploybench.triton import perf_analyzer
 
     modes = {row.shared_memory for row in perf_analyzer.sweep(run, scenario)}

@@ -228,6 +228,14 @@ def test_settings_of_the_published_tables_sit_beside_what_ran():
         ran["perf_analyzer_settings"]["measurement_request_count"])
     assert ours["TensorRT CUDA graphs"] == ""  # not a TensorRT configuration
     assert "export_precision" not in ran and ours["Export precision"] == "FP32"  # before it
+    # time windows (FastPitch's document): their length, no request count
+    folder = ROOT / "results" / "fastpitch" / "h100" / "ts-trace_fp16"
+    table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
+                               "001_a05501836336c82b.txt", {"sequence_length": 128})
+    ours = table.set_index("Setting")["h100 ts-trace_fp16"]
+    ran = json.loads((folder / "offline.json").read_text())["perf_analyzer_settings"]
+    assert ran["measurement_mode"] == "time_windows" and ours["Request count (offline)"] == ""
+    assert ours["Windows (offline)"] == f"{ran['measurement_interval_ms'] / 1000:g} s windows"
 
 
 def test_reports_show_the_export_precision_a_configuration_ran(tmp_path):

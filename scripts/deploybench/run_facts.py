@@ -8,6 +8,12 @@ from .backends import is_ensemble
 # The warm-up's levels where a scenario names none: its largest batch at its highest
 # concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).
 DEFAULT_WARMUP_LEVELS = (("max", "max"),)
+# A warm-up level's windows, recorded as its scenario's `warmup_trials`: perf_analyzer run
+# with any spread accepted ends after the three it compares, a clean exit. The runners'
+# perf_client went on to 10 until stable (FastPitch's 60-s windows: up to 40 minutes of one
+# offline step on an H100, 2026-11-28); one cut short by -r 3 left a request in flight into
+# the next level once (a CI run of 2026-11-28).
+WARM_UP_WINDOWS = 3
 
 
 def online_refusal(run: dict) -> str | None:

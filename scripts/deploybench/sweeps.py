@@ -25,7 +25,7 @@ from .measurement import provenance, telemetry
 from .measurement.host_load import HostLoad
 from .measurement.progress import Progress
 from .measurement.repeats import median_run, spread
-from .run_facts import online_refusal
+from .run_facts import WARM_UP_WINDOWS, online_refusal
 from .tables import (
     SERVED_BY,
     SHARED_MEMORY,
@@ -202,13 +202,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         table = pd.concat([table, tail_columns(tail_rows, table.index)], axis=1)
     report = {
         "scenario": scenario,
-        "perf_analyzer_settings": {**spec["perf"], **spec["model"][scenario],
-                                   **dict(zip(("measurement_mode", "measurement_interval_ms",
-                                               "measurement_request_count"),
-                                              perf_analyzer.window(spec, scenario))),
-                                   "protocol": perf_analyzer.protocol(spec, scenario),
-                                   "shared_memory": sorted({row.shared_memory for row in sweep}),
-                                   "batching": _batching(scenario, prov["server"])},
+        "perf_analyzer_settings": _settings_ran(spec, scenario, sweep, prov),
         "triton": spec["model"]["triton"],
         "export_precision": export_precision(spec),  # what the model reports show
         "deployments": served,  # the Triton model (and its max batch) of each row
@@ -225,6 +219,17 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         "provenance": prov,
     }
     serving.write(table, report, out_csv, out_json)
+
+
+def _settings_ran(spec: dict, scenario: str, sweep: list, prov: dict) -> dict:
+    """How perf_analyzer measured a scenario, as its JSON records it."""
+    return {**spec["perf"], **spec["model"][scenario],
+            **dict(zip(("measurement_mode", "measurement_interval_ms",
+                        "measurement_request_count"), perf_analyzer.window(spec, scenario))),
+            "protocol": perf_analyzer.protocol(spec, scenario),
+            "warmup_trials": WARM_UP_WINDOWS,
+            "shared_memory": sorted({row.shared_memory for row in sweep}),
+            "batching": _batching(scenario, prov["server"])}
 
 
 LENGTHENINGS = 3  # runs of a level with longer windows, at most, for perf.min_* settings

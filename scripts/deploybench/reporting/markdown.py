@@ -57,10 +57,16 @@ def windows(ran: dict) -> str:
 
 
 def warm_up(ran: dict) -> str:
-    """The warm-up as a scenario's JSON recorded it: windows and levels (batch, concurrency;
-    max and max/2 of the sweep's)."""
-    warm = ran.get("warmup_windows", 0)
-    if not warm:
+    """The warm-up as a scenario's JSON recorded it: its windows (`warmup_windows` times the
+    scenario's; how many, where recorded: `warmup_trials`, since 2026-11-28) and levels
+    (batch, concurrency; max and max/2 of the sweep's)."""
+    scale = ran.get("warmup_windows", 0)
+    if not scale:
         return "none"
+    window = (f"{ran['measurement_interval_ms'] * scale / 1000:g} s"
+              if ran.get("measurement_mode") == "time_windows"
+              else f"{ran['measurement_request_count'] * scale} requests")
+    trials = ran.get("warmup_trials")
     levels = ran.get("warmup_levels") or DEFAULT_WARMUP_LEVELS
-    return f"{warm} windows at " + ", ".join(f"batch {b} x concurrency {c}" for b, c in levels)
+    return ((f"{trials} windows of {window}" if trials else f"windows of {window}") + " at "
+            + ", ".join(f"batch {b} x concurrency {c}" for b, c in levels))

@@ -41,9 +41,11 @@ def _served_by(folder: Path) -> tuple:
 
 def _measured_as(folder: Path) -> tuple:
     """What must agree for two measurements of a configuration to stand side by side: how
-    perf_analyzer measured, the Triton settings and the export's precision."""
+    perf_analyzer measured (how many warm-up windows aside: discarded, and recorded only
+    since 2026-11-28), the Triton settings and the export's precision."""
     ran = json.loads((folder / "offline.json").read_text())
-    return ran["perf_analyzer_settings"], ran["triton"], export_precision(ran)
+    settings = {k: v for k, v in ran["perf_analyzer_settings"].items() if k != "warmup_trials"}
+    return settings, ran["triton"], export_precision(ran)
 
 
 def served_other_ways(configs: list[Path], sets: list[Path]) -> list[Path]:
@@ -150,7 +152,8 @@ _SETTINGS = {
         lambda ran, backend: " ".join(map(str, ran["triton"]["preferred_batch_sizes"]))),
     "request_count": (
         "Request count (offline)",
-        lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")),
+        lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")
+        if ran["perf_analyzer_settings"].get("measurement_mode") != "time_windows" else None),
     "export_precision": ("Export precision", lambda ran, backend: export_precision(ran).upper()),
     "nvidia_tensorrt_capture_cuda_graph": (
         "TensorRT CUDA graphs",

@@ -66,11 +66,10 @@ UNSETTLED = "Failed to obtain stable measurement"
 EMPTY_WINDOW = "No valid requests recorded within time interval"
 # A stability threshold (%) any three windows meet: the run that records an unstable level
 ANY_SPREAD = 1_000_000
-# A warm-up level's windows: with ANY_SPREAD it ends after the three perf_analyzer compares,
-# as a clean exit. The runners' perf_client went on to 10 until stable (FastPitch's 60-s
-# windows: up to 40 minutes of one offline step on an H100, 2026-11-28); one cut short by
-# -r 3 left a request in flight into the next level once (a CI run of 2026-11-28).
-WARM_UP_WINDOWS = 3
+# How long perf_analyzer's query of the server's statistics at a window's edge may take on a
+# busy host: requests that end meanwhile are the server's and not the client's (seen: 7 over
+# the kept windows of a 1,000 requests/s level on 2 busy cores, 2026-11-28, with no other client)
+STATISTICS_QUERY_S = 0.002
 # Requests of the kept windows: perf_analyzer's (client) and all the server answered
 SENT = re.compile(r"Client: *\n\s*Request count: (\d+)")
 ANSWERED = re.compile(r"Successful request count: (\d+)")
@@ -260,14 +259,16 @@ def parse_csv(text: str, row: Row) -> dict:
 def foreign_requests(stdout: str, row: Row, measured: dict) -> int | None:
     """The requests the server answered in the windows perf_analyzer kept beyond those it
     sent there (another client's: the server's statistics count everyone's), less what
-    the windows' edges account for (the requests in flight at each edge, which one side
-    counts and the other not); None where perf_analyzer printed no counts."""
+    the windows' edges account for: at both edges of each kept window, the requests in
+    flight and those ending while perf_analyzer queries the statistics, which one side
+    counts and the other not; None where perf_analyzer printed no counts."""
     sent, answered = SENT.search(stdout), ANSWERED.search(stdout)
     if not sent or not answered:
         return None
     in_flight = (math.ceil(row.rate * measured["p99 latency (ms)"] / 1000) + 1 if row.rate
                  else row.concurrency)
-    return max(0, int(answered.group(1)) - int(sent.group(1)) - 2 * in_flight)
+    edge = in_flight + math.ceil(measured.get(REQUESTS, 0) * STATISTICS_QUERY_S)
+    return max(0, int(answered.group(1)) - int(sent.group(1)) - 2 * KEPT_WINDOWS * edge)
 
 
 def window_spread(stdout: str) -> float:
@@ -377,7 +378,7 @@ def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path,
             log) -> None:
     """The reference runners' warm-up: before the sweep, perf_analyzer at each of
     `warmup_levels` with a window `warmup_windows` times as long, in each shared-memory
-    mode, WARM_UP_WINDOWS windows whatever their spread, its numbers discarded (a dead
+    mode, run_facts.WARM_UP_WINDOWS windows whatever their spread, its numbers discarded (a dead
     server still fails)."""
     scale = run["model"][scenario].get("warmup_windows", 0)
     if not scale:
