@@ -164,8 +164,7 @@ SERVED_CODE = digest([*bundled_code(), *cpp_backend.source_files()])
 
 def data_dir(w):
     """The user's dataset when configured, else the generated one."""
-    path = SETTINGS.export_settings(w.model)["data"]["path"]
-    return path if path else layout.fill(src("data"), model=w.model)
+    return SETTINGS.dataset(w.model)
 
 
 # The user's checkpoint and dataset as inputs of the rules that read them: a stamp of their

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from deploybench import source_model  # noqa: E402
-from deploybench.config import Settings  # noqa: E402
+from deploybench.config import Settings, settings_of  # noqa: E402
 from deploybench.ensemble import metrics as ensemble_metrics  # noqa: E402
 from deploybench.ensemble import parts as ensemble_parts  # noqa: E402
 from deploybench.ensemble import repository as ensemble_repository  # noqa: E402
@@ -54,14 +54,7 @@ FRACTIONS = [0.01, 0.05, 0.2, 0.5]
 
 
 def settings(configfiles: list[str]) -> Settings:
-    import yaml
-
-    from deploybench.config import deep_merge
-
-    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    for path in configfiles:
-        config = deep_merge(config, yaml.safe_load(Path(path).read_text()))
-    return Settings(config, root=ROOT)
+    return settings_of(configfiles, ROOT)
 
 
 def build(targets: list[str], configfiles: list[str]) -> None:

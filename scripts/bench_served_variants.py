@@ -35,13 +35,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from deploybench import layout  # noqa: E402
-from deploybench.config import Settings, deep_merge  # noqa: E402
+from deploybench.config import settings_of  # noqa: E402
 from deploybench.serving import warmed_server  # noqa: E402
 from deploybench.tables import THROUGHPUT  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
@@ -53,10 +52,7 @@ PROFILE = re.compile(r"deploybench profile: .*inputs ([\d.]+), run ([\d.]+), out
 
 
 def run_spec(configfiles: list[str], key: tuple[str, str, str, str]) -> dict:
-    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    for path in configfiles:
-        config = deep_merge(config, yaml.safe_load(Path(path).read_text()))
-    return Settings(config, ROOT).run(*key)
+    return settings_of(configfiles, ROOT).run(*key)
 
 
 def apply(variant: str, config_pbtxt: Path, spec: dict) -> tuple[dict, dict]:

@@ -11,7 +11,8 @@
 # any runs, and leaves in $OUT/NAME each run's logs and results so far (a run that has
 # ended: in the first call after its end). A later call with more lines adds runs. NAMEs:
 # only those runs of the file (a machine of one GPU, given back after 30 minutes held,
-# takes one or two; a fresh machine knows nothing of an earlier one's runs).
+# takes one or two; a fresh machine knows nothing of an earlier one's runs). A configuration
+# measured as several runs is put together by scripts/assemble_configuration.py.
 set -uo pipefail
 box=$1
 lanes=$2

@@ -4,6 +4,7 @@ results/<model>/<gpu>/ folder: git tracks `logs-and-history.tar.xz` there, not t
 
     python scripts/results_archive.py unpack [FOLDER...] [--force]   # lay them out again
     python scripts/results_archive.py pack [FOLDER...]    # after adding a measured set
+    python scripts/results_archive.py pack FOLDER --exact  # after unpacking, a set replaced
 
 FOLDER: a results/<model>/<gpu>/ folder; by default every one under results/ that has
 logs or history copies (pack) or an archive (unpack). An archive holds, with paths relative
@@ -12,7 +13,9 @@ to its folder, every file under a `logs/` or `history/` folder below it and ever
 model repositories, hidden work folders). Packing is deterministic (members sorted, fixed
 time, owner and mode, xz -9e), so packing unchanged files gives the same bytes; an archive
 whose bytes would not change is left as it is. Packing keeps what the archive held and
-the disk lacks (a checkout that never unpacked it), the disk's copy replacing the archive's.
+the disk lacks (a checkout that never unpacked it), the disk's copy replacing the archive's;
+with --exact it holds the disk's files alone and names what it dropped (a set removed or
+measured again, whose old logs and history copies must not stay beside the new ones).
 
 Unpacking refuses a whole archive holding a member that is not a plain file (a folder
 is passed over), whose path is absolute or climbs out with `..`, that lies outside a logs/
@@ -103,20 +106,23 @@ def archived(archive: Path) -> dict[str, bytes]:
                 if m.isreg() and check_member(m) is None}
 
 
-def pack(folder: Path) -> str:
+def pack(folder: Path, exact: bool = False) -> str:
     """Write `folder`'s archive where its bytes change: what it held, with the files on
-    disk added or replacing theirs (a checkout that never unpacked it loses nothing); a
-    line saying what was done."""
+    disk added or replacing theirs (a checkout that never unpacked it loses nothing), or
+    with `exact` the files on disk alone; a line saying what was done."""
     archive = folder / ARCHIVE
-    contents = archived(archive) | {name: (folder / name).read_bytes()
-                                    for name in members(folder)}
+    held = archived(archive)
+    on_disk = {name: (folder / name).read_bytes() for name in members(folder)}
+    contents = on_disk if exact else held | on_disk
+    dropped = sorted(set(held) - set(contents))
     if not contents:
         return f"{folder}: no logs or history copies to pack"
     data = archive_bytes(contents)
     if archive.is_file() and archive.read_bytes() == data:
         return f"{archive}: unchanged ({len(contents)} files)"
     _write(archive, data)
-    return f"{archive}: {len(contents)} files, {len(data):,} bytes"
+    return (f"{archive}: {len(contents)} files, {len(data):,} bytes"
+            + (f"; dropped {len(dropped)}: {', '.join(dropped)}" if dropped else ""))
 
 
 def check_member(member: tarfile.TarInfo) -> str | None:
@@ -198,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the results tree the default folders are found in")
     parser.add_argument("--force", action="store_true",
                         help="unpack: replace a file that differs from the archive's copy")
+    parser.add_argument("--exact", action="store_true",
+                        help="pack: the files on disk alone, dropping the archive's others "
+                             "(unpack first)")
     args = parser.parse_args(argv)
     unpacking = args.action == "unpack"
     chosen = args.folders or [Path(os.path.relpath(f)) for f in folders(args.results, unpacking)]
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{folder}: not a folder", file=sys.stderr)
             refused = True
         elif not unpacking:
-            print(pack(folder))
+            print(pack(folder, args.exact))
         elif not (folder / ARCHIVE).is_file():
             print(f"{folder}: no {ARCHIVE} to unpack", file=sys.stderr)
             refused = True

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -341,3 +342,50 @@ def test_html_report_of_a_partly_built_workflow_shows_what_was_built(built, tmp_
     assert f"{RUN}/README.html" in listed["tft-tiny"]["cpu/onnx_fp32"]
     assert "results/tft-tiny/README.html" in listed["tft-tiny"]["all configurations"]
     assert not (built / "results/tft-tiny/cpu/ts-script_fp32").exists()  # nothing ran
+
+
+def test_a_configuration_put_together_from_runs_reports_what_its_folder_holds(tiny_build,
+                                                                            tmp_path):
+    """scripts/assemble_configuration.py: the offline half of a configuration measured on
+    one machine, its online half on another (gpu_lanes.sh's split runs). With the offline
+    run's files alone the page shows them and says the rest is not in the folder; with
+    every run's files it is the page the pipeline's own rule built."""
+    built = tiny_build / RUN
+    folder = tmp_path / RUN
+    folder.mkdir(parents=True)
+    for name in ("conversion_check.csv", "accuracy.csv", "offline.csv", "offline.json",
+                 "native.csv", "native.json"):
+        shutil.copy(built / name, folder / name)
+
+    def assemble(*extra):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "scripts/assemble_configuration.py"), RUN,
+             "--configfile", str(TINY), *extra], cwd=tmp_path, capture_output=True, text=True)
+
+    result = assemble()
+    assert result.returncode == 0, result.stderr
+    half = (folder / "README.md").read_text()
+    whole = (built / "README.md").read_text()
+
+    def section(page, title):
+        return page.split(f"## {title}\n")[1].split("\n## ")[0]
+
+    for title in ("Offline scenario", "Serving overhead: Triton vs native",
+                  "Accuracy on Triton"):
+        assert section(half, title) == section(whole, title), title
+    apart = "Not in this folder: measured by a run of its own"
+    assert section(half, "Online scenario").strip().startswith(apart)
+    assert "| perf_analyzer online | not in this folder |" in half
+    assert "**Online** peak: not measured" in half
+    assert (folder / "plots/offline_throughput.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (folder / "plots/online_latency.png").exists()
+
+    (folder / "online.csv").write_bytes((built / "online.csv").read_bytes())
+    result = assemble()  # online.json not beside it: refused, naming the missing file
+    assert result.returncode != 0 and "online.json" in result.stderr, result.stderr
+    assert (folder / "README.md").read_text() == half  # the earlier page kept
+    for name in ("online.json", "floor.csv", "rate.csv", "rate.json"):
+        if (built / name).is_file():
+            shutil.copy(built / name, folder / name)
+    assert assemble().returncode == 0
+    assert (folder / "README.md").read_text() == whole

@@ -87,6 +87,25 @@ def test_packing_a_checkout_that_never_unpacked_keeps_what_the_archive_held(tmp_
     assert ra.archived(folder / ra.ARCHIVE) == {**held, "b_fp16/logs/online.log": b"new\n"}
 
 
+def test_packing_exactly_drops_what_a_replaced_set_no_longer_holds(tmp_path):
+    """A configuration measured again: its old logs and history copies, unpacked and
+    removed with it, leave the archive with --exact (a plain pack would keep them beside
+    the new set's), and the output names them."""
+    folder = tmp_path / "results/m/cpu"
+    _set(folder)
+    ra.pack(folder)
+    for name in ("a_fp32/logs/offline.log", "a_fp32/history/offline-20261101T000000Z.csv"):
+        (folder / name).unlink()
+    (folder / "a_fp32/logs/native.log").write_text("again\n")
+    assert "dropped" not in ra.pack(folder)  # without --exact: kept
+    assert len(ra.archived(folder / ra.ARCHIVE)) == 4
+    line = ra.pack(folder, exact=True)
+    assert line.endswith("dropped 2: a_fp32/history/offline-20261101T000000Z.csv, "
+                         "a_fp32/logs/offline.log"), line
+    assert ra.archived(folder / ra.ARCHIVE) == {"a_fp32/logs/native.log": b"again\n",
+                                                "set-2026-11-26/snakemake.log": b"done\n"}
+
+
 def _archive(folder, *entries):
     """An archive of hand-made members: (name, type, link target)."""
     buffer = io.BytesIO()

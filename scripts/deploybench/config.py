@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from . import baseline, deployments
+from . import baseline, deployments, layout
 from .backends import (
     BACKENDS,
     EXPORT_ARTIFACTS,
@@ -100,6 +100,17 @@ def check_main(config: dict) -> None:
     refused = baseline.problem(config.get("compare", {}).get("baseline", baseline.PREVIOUS))
     if refused:
         raise ConfigError(refused)
+
+
+def settings_of(configfiles=(), root: Path = ROOT) -> Settings:
+    """The settings of `snakemake --configfile FILE...` outside Snakemake (a benchmark
+    script, a report put together by hand): config/config.yaml, each file merged over it in
+    order, checked as the Snakefile checks them."""
+    config = load_yaml(Path(root) / "config" / "config.yaml")
+    for path in configfiles:
+        config = deep_merge(config, load_yaml(path))
+    check_main(config)
+    return Settings(config, root=root)
 
 
 def _extended(key: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
@@ -316,6 +327,11 @@ class Settings:
         _choice("model", model, self.models)
         raw = self.models[model]
         return {k: raw[k] for k in ("plugin", "hparams", "weights", "data", "inputs", "outputs")}
+
+    def dataset(self, model: str) -> str:
+        """The user's dataset when configured, else the generated one."""
+        path = self.export_settings(model)["data"]["path"]
+        return path if path else layout.fill(layout.source("data"), model=model)
 
     def split_export_settings(self, model: str) -> dict:
         """What the sparse and dense exports of an ensemble depend on: the export's

@@ -172,12 +172,13 @@ def history_copies(path: str | Path) -> dict[str, Path]:
 
 
 def configuration_of(folder: Path) -> dict[str, str]:
-    """gpu, backend, precision and the folder's name (`<backend>_<precision>`) of a
-    configuration folder, `<gpu>/<configuration>` or one kept in a dated set,
-    `<gpu>/<set>/<configuration>` (then "set": the set's name, else "")."""
-    folder = Path(folder)
+    """model, gpu, backend, precision and the folder's name (`<backend>_<precision>`) of a
+    configuration folder, `<model>/<gpu>/<configuration>` or one kept in a dated set,
+    `<model>/<gpu>/<set>/<configuration>` (then "set": the set's name, else "")."""
+    folder = Path(folder).absolute()
     backend, precision = folder.name.rsplit("_", 1)
     kept = (folder.parent / SET_NOTES).is_file()
-    return {"gpu": folder.parents[1 if kept else 0].name, "backend": backend,
+    return {"model": folder.parents[2 if kept else 1].name,
+            "gpu": folder.parents[1 if kept else 0].name, "backend": backend,
             "precision": precision, "name": folder.name,
             "set": folder.parent.name if kept else ""}

@@ -66,6 +66,18 @@ themselves, apart from the model's compute.
 {note}{table}"""
 
 
+# A scenario the configuration has whose files are not in its folder: measured by a run of
+# its own (a lent machine too short for all of them, scripts/gpu_lanes.sh) and not yet put
+# beside the others (scripts/assemble_configuration.py builds the page from what is there)
+APART = ("measured by a run of its own, whose files are not in this folder yet "
+         "(`scripts/assemble_configuration.py` builds this page again once they are)")
+
+
+def _not_here(refusal: str | None) -> str:
+    """Why a scenario's section is empty: the configuration has none, or its run is apart."""
+    return f"Not measured: {refusal}." if refusal else f"Not in this folder: {APART}."
+
+
 def _params_table(rows: list[tuple[str, object]]) -> str:
     return "\n".join(["| Parameter Name | Parameter Value |", "|:---|:---|",
                       *[f"| {k} | {v} |" for k, v in rows]])
@@ -85,8 +97,8 @@ def _cache_section(run: dict, offline: dict, online: dict) -> str:
 
 def _online_section(run: dict, files: dict, rel: dict) -> str:
     """The online scenario's table and plot, or why the configuration has none."""
-    if not serves_online(run):
-        return f"Not measured: {online_refusal(run)}."
+    if "online" not in files:
+        return _not_here(online_refusal(run))
     triton = run["model"]["triton"]
     return (f"Dynamic batching (preferred batch sizes {triton['preferred_batch_sizes']}, max "
             f"queue\ndelay {triton['max_queue_delay_us']} µs), HTTP, batch "
@@ -121,7 +133,7 @@ def _tail(report: dict, plot: str | None) -> str:
 def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
     """Served against native on the same device, or why there is no native figure."""
     if "native" not in files:
-        return f"Not measured: {own_server_refusal(run, 'native')}."
+        return _not_here(own_server_refusal(run, "native"))
     return NATIVE_SECTION.format(
         ratio=served_vs_native_table(files["offline"], files["native"]),
         table=markdown_table(measured_columns(pd.read_csv(files["native"]))),
@@ -131,7 +143,7 @@ def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
 def _floor_section(run: dict, floor: Path | list) -> str:
     """What an identity model costs on the same server, or why it was not measured."""
     if not floor:
-        return f"Not measured: {own_server_refusal(run, 'floor')}."
+        return _not_here(own_server_refusal(run, "floor"))
     table = read_perf(floor)
     return FLOOR_SECTION.format(note=unstable_note(table, run["perf"]),
                                 table=markdown_table(measured_columns(table)))
@@ -238,7 +250,8 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
         ("Dataset", files["dataset"]),
         ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
         ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])
-                                 if online_report else "not measured (no online scenario)"),
+                                 if online_report else "not measured (no online scenario)"
+                                 if not serves_online(run) else "not in this folder"),
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
                           f"({run['server']['kind']}, {served_by(prov)})"),
         ("perf_analyzer", prov.get("perf_analyzer")),
@@ -266,17 +279,17 @@ def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, 
     """One configuration's README (`out`): its settings, tables, plots and provenance (plots
     by relative links). The online files are empty lists for a configuration without an
     online scenario (run_facts.serves_online), native's and the floor's on a server the
-    pipeline does not start (server.kind remote)."""
+    pipeline does not start (server.kind remote), or any of them for a folder put together
+    from runs on several machines, whose files are not there yet (APART)."""
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
              **({"native": native} if native else {}), "offline_throughput": offline_throughput,
              "offline_latency": offline_latency, "weights_origin": weights_origin,
              "dataset": dataset}
-    if serves_online(run):
+    if online:
         files |= {"online": online, "online_latency": online_latency,
                   "online_tail": online_tail, "online_json": online_json}
     reports = {"offline": json.loads(Path(offline_json).read_text()),
-               "online": json.loads(Path(online_json).read_text()) if serves_online(run)
-               else {},
+               "online": json.loads(Path(online_json).read_text()) if online_json else {},
                "native": json.loads(Path(native_json).read_text()) if native_json else {}}
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")

@@ -1,0 +1,122 @@
+"""A configuration's plots and README built from what its folder holds: for a folder put
+together from runs on several machines (scripts/gpu_lanes.sh runs a configuration whose
+scenarios outlast one lent machine as runs of their own, e.g. FastPitch's offline and
+online), the pages the configuration_report rule builds, a scenario whose files are not
+there yet said to be missing.
+
+    python scripts/assemble_configuration.py FOLDER [--configfile FILE...]
+
+FOLDER: results/<model>/<gpu>/<backend>_<precision>, or one kept in a dated set, holding what
+every run of it writes (conversion_check.csv, accuracy.csv, offline.csv and offline.json)
+and any of the other scenarios' tables and JSONs (online, native, floor, rate), copied in
+from the runs' folders; --configfile: the run files the runs were made with, in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from deploybench import atomic, layout, source_model  # noqa: E402
+from deploybench.config import settings_of  # noqa: E402
+from deploybench.config_files import ConfigError  # noqa: E402
+from deploybench.reporting.configuration_report import configuration_page  # noqa: E402
+from deploybench.run_facts import serves_online  # noqa: E402
+from deploybench.scenarios import own_server, serves_rate  # noqa: E402
+from deploybench.steps import report  # noqa: E402
+
+REQUIRED = ("conversion_check.csv", "accuracy.csv", "offline.csv", "offline.json")
+# A scenario's files: in the folder together or not at all
+SCENARIOS = {"online": ("online.csv", "online.json"), "native": ("native.csv", "native.json"),
+             "floor": ("floor.csv",), "rate": ("rate.csv", "rate.json")}
+
+
+def _present(folder: Path) -> dict[str, bool]:
+    """Which scenarios the folder holds; refuses one with only some of its files, and a
+    folder without what every run writes."""
+    missing = [name for name in REQUIRED if not (folder / name).is_file()]
+    if missing:
+        raise ConfigError(f"{folder} lacks {', '.join(missing)}: every run of a configuration "
+                          f"writes {', '.join(REQUIRED)}; copy them in from one of its runs")
+    present = {}
+    for scenario, names in SCENARIOS.items():
+        found = [name for name in names if (folder / name).is_file()]
+        if found and len(found) < len(names):
+            raise ConfigError(f"{folder} holds {found[0]} but not "
+                              f"{', '.join(n for n in names if n not in found)}: a scenario's "
+                              f"files ({', '.join(names)}) come from one run, copy them together")
+        present[scenario] = bool(found)
+    return present
+
+
+def _key(folder: Path) -> tuple[str, str, str, str]:
+    """The folder's configuration key, checked against what its offline run recorded."""
+    where = layout.configuration_of(folder)
+    key = (where["model"], where["gpu"], where["backend"], where["precision"])
+    ran = json.loads((folder / "offline.json").read_text())["provenance"]["key"]
+    recorded = (ran["model"], ran["gpu"], ran["backend"], ran["precision"])
+    if recorded != key:
+        raise ConfigError(f"{folder}/offline.json was measured for {'/'.join(recorded)}, "
+                          f"not the folder's {'/'.join(key)}")
+    return key
+
+
+def assemble(folder: Path, configfiles: list[str]) -> Path:
+    """The folder's plots and README.md; returns the README's path."""
+    folder = Path(folder)
+    present = _present(folder)
+    model, gpu, backend, precision = _key(folder)
+    settings = settings_of(configfiles, ROOT)
+    run = settings.run(model, gpu, backend, precision)
+    key = {"model": model, "gpu": gpu, "backend": backend, "precision": precision}
+    f = {name: folder / name for names in SCENARIOS.values() for name in names}
+    plots = folder / "plots"
+    report.plots(key, folder / "offline.csv", plots / "offline_throughput.png",
+                 plots / "offline_latency.png")
+    online = present["online"] and serves_online(run)
+    if online:
+        report.online_plot(key, f["online.csv"], f["online.json"],
+                           plots / "online_latency.png", plots / "online_tail.png")
+    rate = present["rate"] and serves_rate(run)
+    if rate:
+        report.rate_plot(key, f["rate.csv"], f["rate.json"], plots / "rate_latency.png")
+    native = present["native"] and own_server(run)
+    out = folder / layout.CONFIGURATION_REPORT
+    page = configuration_page(
+        run, settings.dataset(model),
+        source_model.describe_weights(settings.export_settings(model)), out,
+        conversion_check=folder / "conversion_check.csv", accuracy=folder / "accuracy.csv",
+        offline=folder / "offline.csv", offline_json=folder / "offline.json",
+        offline_throughput=plots / "offline_throughput.png",
+        offline_latency=plots / "offline_latency.png",
+        online=f["online.csv"] if online else [], online_json=f["online.json"] if online else [],
+        online_latency=plots / "online_latency.png" if online else [],
+        online_tail=plots / "online_tail.png" if online else [],
+        native=f["native.csv"] if native else [], native_json=f["native.json"] if native else [],
+        floor=f["floor.csv"] if present["floor"] and own_server(run) else [],
+        rate=f["rate.csv"] if rate else [], rate_json=f["rate.json"] if rate else [],
+        rate_latency=plots / "rate_latency.png" if rate else [])
+    with atomic.output(out) as tmp:
+        tmp.write_text(page)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="a configuration folder")
+    parser.add_argument("--configfile", nargs="*", default=[],
+                        help="the run files its runs were made with, in order")
+    args = parser.parse_args()
+    try:
+        print(assemble(args.folder, args.configfile))
+    except ConfigError as err:
+        sys.exit(f"assemble_configuration.py: {err}")
+
+
+if __name__ == "__main__":
+    main()
