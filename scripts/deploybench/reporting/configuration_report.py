@@ -249,9 +249,7 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
         ("Weights", files["weights_origin"]),
         ("Dataset", files["dataset"]),
         ("perf_analyzer offline", _perf_settings(offline_report["perf_analyzer_settings"])),
-        ("perf_analyzer online", _perf_settings(online_report["perf_analyzer_settings"])
-                                 if online_report else "not measured (no online scenario)"
-                                 if not serves_online(run) else "not in this folder"),
+        ("perf_analyzer online", _online_settings(run, online_report)),
         ("Triton server", f"{prov.get('triton', {}).get('version')} "
                           f"({run['server']['kind']}, {served_by(prov)})"),
         ("perf_analyzer", prov.get("perf_analyzer")),
@@ -259,6 +257,12 @@ def _params(run: dict, files: dict, offline_report: dict, online_report: dict) -
         ("Measured", prov["date"]),
         ("Config hash", prov["config_hash"]),
     ])
+
+
+def _online_settings(run: dict, online_report: dict) -> str:
+    if online_report:
+        return _perf_settings(online_report["perf_analyzer_settings"])
+    return "not in this folder" if serves_online(run) else "not measured (no online scenario)"
 
 
 def _gpus(triton: dict) -> list[tuple[str, str]]:
