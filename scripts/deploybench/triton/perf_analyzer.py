@@ -165,6 +165,10 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
 # watched, and past the smaller of these the level is measured again without it.
 EXPORT_MEMORY_CAP = 4 * 2**30
 EXPORT_MEMORY_SHARE = 1 / 8  # of the memory available when the run starts
+# Where the export only adds the tail (online; the rate scenario cannot do without it):
+# writing and reading it costs time past the level's windows, FastPitch's 2.3 GB turning a
+# 30-s level into 211 s (2026-11-27), so a smaller cap ends such a level within seconds
+TAIL_EXPORT_CAP = 2**30
 EXPORT_DROPPED = "tail not taken"  # a measured row's key: why, where the export was dropped
 
 
@@ -176,9 +180,11 @@ class MemoryExceeded(RuntimeError):
         self.rss = rss
 
 
-def export_limit() -> int:
-    """The memory a perf_analyzer run with the profile export may grow to, in bytes."""
-    return int(min(EXPORT_MEMORY_CAP, psutil.virtual_memory().available * EXPORT_MEMORY_SHARE))
+def export_limit(scenario: str) -> int:
+    """The memory a perf_analyzer run of `scenario` with the profile export may grow to, in
+    bytes."""
+    cap = EXPORT_MEMORY_CAP if scenario == "rate" else min(EXPORT_MEMORY_CAP, TAIL_EXPORT_CAP)
+    return int(min(cap, psutil.virtual_memory().available * EXPORT_MEMORY_SHARE))
 
 
 def export_dropped(run: dict, row: Row, rss: int) -> str:
@@ -306,7 +312,7 @@ def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: P
         log.flush()
         # the server's environment: its shared-memory names (deploybench.triton.server)
         try:
-            result = run_client(server, cmd, timeout_s, export and export_limit())
+            result = run_client(server, cmd, timeout_s, export and export_limit(scenario))
         except subprocess.TimeoutExpired as late:  # killed: an open-loop backlog may never drain
             log.write(f"{late.stdout or ''}[no result within {timeout_s:g} s: killed]\n")
             raise PerfTimeout(f"perf_analyzer did not finish the {scenario} level at batch "
