@@ -46,7 +46,7 @@ PRESET = 9 | lzma.PRESET_EXTREME
 
 
 class Refused(Exception):
-    """An archive that unpack will not lay out."""
+    """An archive that unpack will not lay out, or that pack will not rewrite."""
 
 
 def is_kept(relative: str) -> bool:
@@ -113,6 +113,9 @@ def pack(folder: Path, exact: bool = False) -> str:
     archive = folder / ARCHIVE
     held = archived(archive)
     on_disk = {name: (folder / name).read_bytes() for name in members(folder)}
+    if exact and held and not set(held) & set(on_disk):
+        raise Refused(f"{archive}: none of its {len(held)} files is on disk (never unpacked?), "
+                      "so --exact would drop them all: unpack it first")
     contents = on_disk if exact else held | on_disk
     dropped = sorted(set(held) - set(contents))
     if not contents:
@@ -216,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{folder}: not a folder", file=sys.stderr)
             refused = True
         elif not unpacking:
-            print(pack(folder, args.exact))
+            try:
+                print(pack(folder, args.exact))
+            except Refused as e:
+                print(e, file=sys.stderr)
+                refused = True
         elif not (folder / ARCHIVE).is_file():
             print(f"{folder}: no {ARCHIVE} to unpack", file=sys.stderr)
             refused = True

@@ -104,6 +104,17 @@ def test_packing_exactly_drops_what_a_replaced_set_no_longer_holds(tmp_path):
                          "a_fp32/logs/offline.log"), line
     assert ra.archived(folder / ra.ARCHIVE) == {"a_fp32/logs/native.log": b"again\n",
                                                 "set-2026-11-26/snakemake.log": b"done\n"}
+    # a checkout that never unpacked it: --exact would drop everything, so it is refused
+    # and the archive kept
+    kept = (folder / ra.ARCHIVE).read_bytes()
+    for name in ra.members(folder):
+        (folder / name).unlink()
+    (folder / "b_fp16/logs/online.log").parent.mkdir(parents=True)
+    (folder / "b_fp16/logs/online.log").write_text("new\n")
+    with pytest.raises(ra.Refused, match="unpack it first"):
+        ra.pack(folder, exact=True)
+    assert (folder / ra.ARCHIVE).read_bytes() == kept
+    assert ra.main(["pack", str(folder), "--exact"]) == 1
 
 
 def _archive(folder, *entries):
