@@ -11,7 +11,8 @@
 # any runs, and leaves in $OUT/NAME each run's logs and results so far (a run that has
 # ended: in the first call after its end). A later call with more lines adds runs. NAMEs:
 # only those runs of the file (a machine of one GPU, given back after 30 minutes held,
-# takes one or two; a fresh machine knows nothing of an earlier one's runs). A configuration
+# takes one or two; a fresh machine knows nothing of an earlier one's runs). `{gpu}` in a
+# TARGET stands for the GPU key that matches this host's GPUs. A configuration
 # measured as several runs is put together by scripts/assemble_configuration.py.
 set -uo pipefail
 box=$1
@@ -36,6 +37,18 @@ if [ $# -gt 0 ]; then
         'index(want, " " $2 " ")')
 fi
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
+# `{gpu}` in a target: the GPU key of this host's GPUs (config/gpus.yaml), so that one file
+# measures on whichever machine is lent
+if printf '%s\n' "${runs[@]}" | grep -q '{gpu}'; then
+    key=$(python3 -c 'import sys, yaml
+from deploybench.measurement.device import DeviceMismatch, host_key
+try:
+    print(host_key(yaml.safe_load(open("config/gpus.yaml"))))
+except DeviceMismatch as err:
+    sys.exit(f"gpu_lanes.sh: {err}")') || exit 2
+    echo "{gpu}: $key"
+    runs=("${runs[@]//'{gpu}'/$key}")
+fi
 
 state() {  # done, running, or ready: of the run in directory $1
     if [ -f "$1/snakemake.rc" ]; then echo done

@@ -180,18 +180,21 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     """scripts/gpu_lanes.sh with two stand-in GPUs and a stand-in `taskset` (which records
     the run it would start, and starts none): each GPU's first run of the file, lane n on
     GPU n mod 2, pinned to that GPU's half of the CPUs; NAMEs narrow the runs to those (so
-    a GPU's later run starts where its first is not named); an unknown NAME is refused
-    with the file's runs."""
+    a GPU's later run starts where its first is not named); `{gpu}` in a target becomes
+    the key of the host's GPUs, and a host no one key matches is refused; an unknown NAME
+    is refused with the file's runs."""
     import os
     import subprocess
+    import sys
 
     bin_, offline = tmp_path / "bin", tmp_path / "offline"
     bin_.mkdir()
     (offline / "site").mkdir(parents=True)  # as if unpacked: the bundle is not needed
-    calls = tmp_path / "calls.txt"
+    calls, listed = tmp_path / "calls.txt", tmp_path / "gpus.txt"
+    listed.write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)\n"
+                      "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)\n")
     stand_ins = {
-        "nvidia-smi": "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)'\n"
-                      "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)'\n",
+        "nvidia-smi": f"cat {listed}\n",
         "taskset": f'echo "$CUDA_VISIBLE_DEVICES $2 $(basename "$DEPLOYBENCH_WORKDIR") '
                    f'$RUNFILE ${{*:6}}" >> {calls}\n'}
     for name, text in stand_ins.items():
@@ -202,8 +205,10 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
                      "0 a config/runs/h100-reference.yaml results/a/README.md\n"
                      "1 b config/runs/h100-reference.yaml,config/runs/python-served.yaml "
                      "results/b/offline.csv results/b/online.csv  # python\n"
-                     "2 c config/runs/h100-reference.yaml results/c/README.md\n")
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+                     "2 c config/runs/h100-reference.yaml results/c/{gpu}/README.md\n")
+    # python3 (which finds the key) is this one
+    path = f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "OUT": str(tmp_path / "out"),
            "DEPLOYBENCH_LANES_DIR": str(tmp_path / "lanes.d"),
            "DEPLOYBENCH_OFFLINE_DIR": str(offline)}
 
@@ -224,7 +229,16 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
         "results/b/offline.csv results/b/online.csv"]
     done, started = lanes_run("c")  # GPU 0's second run, its first not named
     assert done.returncode == 0, done.stderr
-    assert started == [f"0 {first} c config/runs/h100-reference.yaml results/c/README.md"]
+    assert started == [f"0 {first} c config/runs/h100-reference.yaml results/c/h100/README.md"]
+    assert "{gpu}: h100" in done.stdout, done.stdout
+    listed.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\n")
+    done, started = lanes_run("c")
+    assert started == [f"0 0-{os.cpu_count() - 1} c config/runs/h100-reference.yaml "
+                       "results/c/h200/README.md"], (started, done.stderr)
+    listed.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\nGPU 1: NVIDIA L4 (UUID: GPU-ddd)\n")
+    done, started = lanes_run("c")
+    assert done.returncode == 2 and started == [], done.stderr
+    assert "no one GPU key" in done.stderr and "NVIDIA L4" in done.stderr, done.stderr
     done, started = lanes_run("c", "z")
     assert done.returncode == 2 and started == []
     assert "no run 'z'" in done.stderr and " a b c " in done.stderr, done.stderr

@@ -377,15 +377,16 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(run_file)))
     assert jobs["configuration_report"] == jobs["offline"] == len(targets), jobs
     # its lanes (scripts/gpu_lanes.sh) name run files that exist and the reports or
-    # measurements of their first run file's targets (this one's, or ONNX Runtime's)
+    # measurements of their first run file's targets (this one's, or ONNX Runtime's), on
+    # the lent machine's key ({gpu})
     def files(run_file):
-        return {f"results/{t['model']}/h100/{t['backend']}_{t['precision']}/{name}"
+        return {f"results/{t['model']}/{{gpu}}/{t['backend']}_{t['precision']}/{name}"
                 for t in yaml.safe_load((ROOT / run_file).read_text())["targets"]
                 for name in ("README.md", "native.csv", "offline.csv", "online.csv",
                              "floor.csv")}
 
     first_files = set()
-    for line in (ROOT / "config/runs/h100-reference.lanes").read_text().splitlines():
+    for line in (ROOT / "config/runs/reference.lanes").read_text().splitlines():
         words = line.split("#")[0].split()
         if words and words[0] != "stop":  # `stop NAME`: a run ended, no run of its own
             lane, _, runfiles, *lane_targets = words

@@ -86,6 +86,21 @@ def gpu_names() -> tuple[str, ...]:
     return tuple(g["name"] for g in visible_gpus())
 
 
+def host_key(registry: dict) -> str:
+    """The one GPU key of `registry` (config/gpus.yaml) whose `match` names every GPU of
+    this host: what a lanes file's `{gpu}` stands for (scripts/gpu_lanes.sh), so one file
+    measures on whichever machine is lent."""
+    names = sorted({g["name"] for g in listed_gpus() if g["uuid"].startswith("GPU-")})
+    keys = [key for key, gpu in registry.items() if names and gpu["match"]
+            and all(any(m in name for m in gpu["match"]) for name in names)]
+    if len(keys) != 1:
+        raise DeviceMismatch(
+            f"no one GPU key of the registry matches this host's GPUs "
+            f"({', '.join(names) or 'none'}): {', '.join(keys) or 'none'} do; add a key "
+            f"to config/gpus.yaml, or name the key in the targets instead of {{gpu}}")
+    return keys[0]
+
+
 def measured_device(checked: dict) -> str:
     """The device a measurement runs on: the one its step claimed (`claim`); else, as
     `check` found it, the host's CPUs for the cpu key and for a CPU node standing in for
