@@ -8,8 +8,10 @@
 # lanes share one, their runs one after another in the file's order. Each call starts
 # what may start now (a lane's next run once the one before it has ended; every run
 # through gpu_session.sh's DETACH=1, so it outlives the call), waits up to SECONDS while
-# any runs, and leaves in $OUT/NAME each run's logs and results so far (a run that has
-# ended: in the first call after its end). A later call with more lines adds runs. NAMEs:
+# any runs, and leaves in $OUT/lanes.tar every started run's NAME/ folder: its snakemake.log,
+# gpu.txt and results.tgz (its results so far), one file because the device brings back 8
+# at most (a run's files past that were lost once, 2026-11-28). A later call with more
+# lines adds runs. NAMEs:
 # only those runs of the file (a machine of one GPU, given back after 30 minutes held,
 # takes one or two; a fresh machine knows nothing of an earlier one's runs). `{gpu}` in a
 # TARGET stands for the GPU key that matches this host's GPUs. A configuration
@@ -103,15 +105,19 @@ for line in "${runs[@]}"; do
     gpu=$((lane % gpus))
     work=$root/$name
     [ -d "$work" ] || { echo "$name (GPU $gpu): waiting"; continue; }
-    # packed while it runs and once when it has ended: packing burns a core, which a
-    # neighbouring measurement would count as contention
+    # packed while it runs and once when it has ended (packing burns a core, which a
+    # neighbouring measurement would count as contention), and sent back at every call
     if [ ! -f "$work/packed" ]; then
         [ "$(state "$work")" = done ] && touch "$work/packed"
-        mkdir -p "$out/$name"
-        cp "$work/snakemake.log" "$out/$name/" 2>/dev/null
-        bash scripts/pack_results.sh "$work" "$out/$name/results.tgz"
+        bash scripts/pack_results.sh "$work" "$work/results.tgz"
     fi
+    mkdir -p "$out/$name"
+    cp "$work/snakemake.log" "$work/results.tgz" "$out/$name/" 2>/dev/null
     echo "$name (GPU $gpu): $(state "$work") $(cat "$work/snakemake.rc" 2>/dev/null)" \
         "$(grep -c 'Finished jobid' "$work/snakemake.log" 2>/dev/null) jobs done;" \
         "$(grep -E 'Error in rule' "$work/snakemake.log" 2>/dev/null | tr '\n' ' ')"
 done
+mapfile -t sent < <(cd "$out" && find . -mindepth 1 -maxdepth 1 -type d -printf '%P\n' | sort)
+if [ ${#sent[@]} -gt 0 ]; then
+    tar -cf "$out/lanes.tar" -C "$out" "${sent[@]}" && (cd "$out" && rm -rf "${sent[@]}")
+fi

@@ -184,8 +184,10 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     the key of the host's GPUs, and a host no one key matches is refused; an unknown NAME
     is refused with the file's runs."""
     import os
+    import shutil
     import subprocess
     import sys
+    import tarfile
 
     bin_, offline = tmp_path / "bin", tmp_path / "offline"
     bin_.mkdir()
@@ -242,3 +244,19 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     done, started = lanes_run("c", "z")
     assert done.returncode == 2 and started == []
     assert "no run 'z'" in done.stderr and " a b c " in done.stderr, done.stderr
+    # a run that has ended comes back in one file at every call (the device brings back 8)
+    ended = tmp_path / "lanes.d" / "a"
+    (ended / "results/m/cpu/x_fp32").mkdir(parents=True)
+    (ended / "results/m/cpu/x_fp32/offline.csv").write_text("Batch\n1\n")
+    (ended / "snakemake.log").write_text("Finished jobid: 1\n")
+    (ended / "snakemake.rc").write_text("0\n")
+    for _ in range(2):
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        done, started = lanes_run("a")
+        assert done.returncode == 0 and started == [], done.stderr
+        assert "a (GPU 0): done 0 1 jobs done" in done.stdout, done.stdout
+        assert [p.name for p in (tmp_path / "out").iterdir()] == ["lanes.tar"]
+        with tarfile.open(tmp_path / "out/lanes.tar") as bundle:
+            assert sorted(bundle.getnames()) == ["a", "a/results.tgz", "a/snakemake.log"]
+            results = tarfile.open(fileobj=bundle.extractfile("a/results.tgz"))
+            assert results.extractfile("results/m/cpu/x_fp32/offline.csv").read() == b"Batch\n1\n"
