@@ -119,7 +119,7 @@ def _tail(report: dict, plot: str | None) -> str:
                  + markdown_table(tail.table(report["tail"], ("Concurrency",))))
     if report.get("tail_not_taken"):
         untaken = report["tail_not_taken"]
-        text += (f"\n\nEvery request's latency was not taken at concurrency "
+        text += (f"\n\nNo per-request latencies (the tail's bootstrap intervals) at concurrency "
                  f"{', '.join(str(u['Concurrency']) for u in untaken)}: {untaken[0]['why']}.")
     if report.get("batches_formed"):
         text += ("\n\nExecutions by the batch size Triton's dynamic batcher formed at each "
