@@ -176,75 +176,92 @@ PY
     assert not (work / "results/tft/h100/alone").exists()  # AGAIN named BERT only
 
 
-def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
-    """scripts/gpu_lanes.sh with two stand-in GPUs and a stand-in `taskset` (which records
-    the run it would start, and starts none): each GPU's first run of the file, lane n on
-    GPU n mod 2, pinned to that GPU's half of the CPUs; NAMEs narrow the runs to those (so
-    a GPU's later run starts where its first is not named); `{gpu}` in a target becomes
-    the key of the host's GPUs, and a host no one key matches is refused; an unknown NAME
-    is refused with the file's runs."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-    import tarfile
+class Lanes:
+    """scripts/gpu_lanes.sh over a small lanes file, with stand-in GPUs (`gpus`, the lines
+    `nvidia-smi -L` prints) and a stand-in `taskset` that records the run it would start
+    and starts none."""
 
-    bin_, offline = tmp_path / "bin", tmp_path / "offline"
-    bin_.mkdir()
-    (offline / "site").mkdir(parents=True)  # as if unpacked: the bundle is not needed
-    calls, listed = tmp_path / "calls.txt", tmp_path / "gpus.txt"
-    listed.write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)\n"
-                      "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)\n")
-    stand_ins = {
-        "nvidia-smi": f"cat {listed}\n",
-        "taskset": f'echo "$CUDA_VISIBLE_DEVICES $2 $(basename "$DEPLOYBENCH_WORKDIR") '
-                   f'$RUNFILE ${{*:6}}" >> {calls}\n'}
-    for name, text in stand_ins.items():
-        (bin_ / name).write_text(f"#!/bin/bash\n{text}")
-        (bin_ / name).chmod(0o755)
-    lanes = tmp_path / "lanes"
-    lanes.write_text("# lane name runfiles target...\n"
-                     "0 a config/runs/h100-reference.yaml results/a/README.md\n"
-                     "1 b config/runs/h100-reference.yaml,config/runs/python-served.yaml "
-                     "results/b/offline.csv results/b/online.csv  # python\n"
-                     "2 c config/runs/h100-reference.yaml results/c/{gpu}/README.md\n")
-    # python3 (which finds the key) is this one
-    path = f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"
-    env = {**os.environ, "PATH": path, "OUT": str(tmp_path / "out"),
-           "DEPLOYBENCH_LANES_DIR": str(tmp_path / "lanes.d"),
-           "DEPLOYBENCH_OFFLINE_DIR": str(offline)}
+    def __init__(self, tmp_path):
+        import os
+        import sys
 
-    def lanes_run(*names):
-        calls.unlink(missing_ok=True)
-        done = subprocess.run(["bash", ROOT / "scripts/gpu_lanes.sh", "0", lanes, *names],
-                              env=env, capture_output=True, text=True, timeout=60)
-        started = calls.read_text().splitlines() if calls.exists() else []
+        self.tmp, bin_, offline = tmp_path, tmp_path / "bin", tmp_path / "offline"
+        bin_.mkdir()
+        (offline / "site").mkdir(parents=True)  # as if unpacked: the bundle is not needed
+        self.calls, self.gpus = tmp_path / "calls.txt", tmp_path / "gpus.txt"
+        self.gpus.write_text("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)\n"
+                             "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)\n")
+        stand_ins = {
+            "nvidia-smi": f"cat {self.gpus}\n",
+            "taskset": f'echo "$CUDA_VISIBLE_DEVICES $2 $(basename "$DEPLOYBENCH_WORKDIR") '
+                       f'$RUNFILE ${{*:6}}" >> {self.calls}\n'}
+        for name, text in stand_ins.items():
+            (bin_ / name).write_text(f"#!/bin/bash\n{text}")
+            (bin_ / name).chmod(0o755)
+        self.file = tmp_path / "lanes"
+        self.file.write_text("# lane name runfiles target...\n"
+                             "0 a config/runs/h100-reference.yaml results/a/README.md\n"
+                             "1 b config/runs/h100-reference.yaml,config/runs/python-served.yaml "
+                             "results/b/offline.csv results/b/online.csv  # python\n"
+                             "2 c config/runs/h100-reference.yaml results/c/{gpu}/README.md\n")
+        # python3 (which finds the key) is this one
+        path = f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"
+        self.env = {**os.environ, "PATH": path, "OUT": str(tmp_path / "out"),
+                    "DEPLOYBENCH_LANES_DIR": str(tmp_path / "lanes.d"),
+                    "DEPLOYBENCH_OFFLINE_DIR": str(offline)}
+
+    def run(self, *names):
+        """One call: its result, and the runs it started."""
+        import subprocess
+
+        self.calls.unlink(missing_ok=True)
+        done = subprocess.run(["bash", ROOT / "scripts/gpu_lanes.sh", "0", self.file, *names],
+                              env=self.env, capture_output=True, text=True, timeout=60)
+        started = self.calls.read_text().splitlines() if self.calls.exists() else []
         return done, started
 
+
+def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
+    """Each GPU's first run of the file, lane n on GPU n mod 2, pinned to that GPU's half
+    of the CPUs; NAMEs narrow the runs to those (so a GPU's later run starts where its
+    first is not named); `{gpu}` in a target becomes the key of the host's GPUs, and a
+    host no one key matches is refused; an unknown NAME is refused with the file's runs."""
+    import os
+
+    lanes = Lanes(tmp_path)
     half = os.cpu_count() // 2
     first, second = f"0-{half - 1}", f"{half}-{2 * half - 1}"
-    done, started = lanes_run()
+    done, started = lanes.run()
     assert done.returncode == 0, done.stderr
     assert started == [
         f"0 {first} a config/runs/h100-reference.yaml results/a/README.md",
         f"1 {second} b config/runs/h100-reference.yaml config/runs/python-served.yaml "
         "results/b/offline.csv results/b/online.csv"]
-    done, started = lanes_run("c")  # GPU 0's second run, its first not named
+    done, started = lanes.run("c")  # GPU 0's second run, its first not named
     assert done.returncode == 0, done.stderr
     assert started == [f"0 {first} c config/runs/h100-reference.yaml results/c/h100/README.md"]
     assert "{gpu}: h100" in done.stdout, done.stdout
-    listed.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\n")
-    done, started = lanes_run("c")
+    lanes.gpus.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\n")
+    done, started = lanes.run("c")
     assert started == [f"0 0-{os.cpu_count() - 1} c config/runs/h100-reference.yaml "
                        "results/c/h200/README.md"], (started, done.stderr)
-    listed.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\nGPU 1: NVIDIA L4 (UUID: GPU-ddd)\n")
-    done, started = lanes_run("c")
+    lanes.gpus.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\n"
+                          "GPU 1: NVIDIA L4 (UUID: GPU-ddd)\n")
+    done, started = lanes.run("c")
     assert done.returncode == 2 and started == [], done.stderr
     assert "no one GPU key" in done.stderr and "NVIDIA L4" in done.stderr, done.stderr
-    done, started = lanes_run("c", "z")
+    done, started = lanes.run("c", "z")
     assert done.returncode == 2 and started == []
     assert "no run 'z'" in done.stderr and " a b c " in done.stderr, done.stderr
-    # a run that has ended comes back in one file at every call (the device brings back 8)
+
+
+def test_a_run_that_has_ended_comes_back_at_every_call_in_one_file(tmp_path):
+    """The device brings back 8 files a call: every run's log and results come back in
+    one file, lanes.tar, at every call, also after the call that packed them."""
+    import shutil
+    import tarfile
+
+    lanes = Lanes(tmp_path)
     ended = tmp_path / "lanes.d" / "a"
     (ended / "results/m/cpu/x_fp32").mkdir(parents=True)
     (ended / "results/m/cpu/x_fp32/offline.csv").write_text("Batch\n1\n")
@@ -252,11 +269,12 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     (ended / "snakemake.rc").write_text("0\n")
     for _ in range(2):
         shutil.rmtree(tmp_path / "out", ignore_errors=True)
-        done, started = lanes_run("a")
+        done, started = lanes.run("a")
         assert done.returncode == 0 and started == [], done.stderr
         assert "a (GPU 0): done 0 1 jobs done" in done.stdout, done.stdout
         assert [p.name for p in (tmp_path / "out").iterdir()] == ["lanes.tar"]
         with tarfile.open(tmp_path / "out/lanes.tar") as bundle:
             assert sorted(bundle.getnames()) == ["a", "a/results.tgz", "a/snakemake.log"]
             results = tarfile.open(fileobj=bundle.extractfile("a/results.tgz"))
-            assert results.extractfile("results/m/cpu/x_fp32/offline.csv").read() == b"Batch\n1\n"
+            assert results.extractfile("results/m/cpu/x_fp32/offline.csv").read() == \
+                b"Batch\n1\n"
