@@ -4,18 +4,23 @@ scenarios outlast one lent machine as runs of their own, e.g. FastPitch's offlin
 online), the pages the configuration_report rule builds, a scenario whose files are not
 there yet said to be missing.
 
-    python scripts/assemble_configuration.py FOLDER [--configfile FILE...]
+    python scripts/assemble_configuration.py FOLDER [--configfile FILE...] [--from RESULTS...]
 
 FOLDER: results/<model>/<gpu>/<backend>_<precision>, or one kept in a dated set, holding what
 every run of it writes (conversion_check.csv, accuracy.csv, offline.csv and offline.json)
-and any of the other scenarios' tables and JSONs (online, native, floor, rate), copied in
-from the runs' folders; --configfile: the run files the runs were made with, in order.
+and any of the other scenarios' tables and JSONs (online, native, floor, rate);
+--configfile: the run files the runs were made with, in order; --from: the runs' results
+folders (a lanes.tar run's results.tgz, unpacked), whose files of the same configuration
+are copied into FOLDER first: each measured step's (its table, JSON, logs, benchmark and
+history copies) from the one run that measured it, the build's (conversion check,
+accuracy, conversion, repository) from the first run that has them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -34,6 +39,51 @@ REQUIRED = ("conversion_check.csv", "accuracy.csv", "offline.csv", "offline.json
 # A scenario's files: in the folder together or not at all
 SCENARIOS = {"online": ("online.csv", "online.json"), "native": ("native.csv", "native.json"),
              "floor": ("floor.csv",), "rate": ("rate.csv", "rate.json")}
+
+
+# Steps whose files come from the one run that measured them, and the build's steps, which
+# every run of a configuration repeats (taken from the first run that has them)
+MEASURED = ("offline", *SCENARIOS)
+BUILT = ("conversion_check", "accuracy", "model_repository", "convert_model.*")
+
+
+def _files(folder: Path, step: str) -> list[Path]:
+    """A step's files in a configuration folder: table, JSON, logs (its own, its server's,
+    perf_analyzer's), benchmark and history copies."""
+    patterns = (f"{step}.csv", f"{step}.json", f"logs/{step}.log", f"logs/{step}_server.log",
+                f"logs/{step}_perf_analyzer.log", f"benchmarks/{step}.tsv", f"history/{step}-*")
+    return sorted(path for pattern in patterns for path in folder.glob(pattern))
+
+
+def gather(folder: Path, runs: list[Path]) -> list[Path]:
+    """Copy into `folder` its configuration's files from the runs' results folders; returns
+    what was copied. Refuses, before copying anything, a run without the configuration
+    and a step that two runs measured."""
+    where = layout.configuration_of(folder)
+    sources = [Path(run) / where["model"] / where["gpu"] / where["name"] for run in runs]
+    for source in sources:
+        if not source.is_dir():
+            raise ConfigError(f"{source} is not there: --from takes a run's results folder, "
+                              f"which holds {where['model']}/{where['gpu']}/{where['name']}")
+    chosen = {}
+    for step in MEASURED:
+        having = [s for s in sources if (s / f"{step}.csv").is_file()]
+        if len(having) > 1:
+            raise ConfigError(f"{step} was measured by {having[0]} and by {having[1]}: "
+                              "name the runs of one measurement of each step")
+        chosen |= {step: having[0]} if having else {}
+    for step in BUILT:
+        having = [s for s in sources if _files(s, step)]
+        chosen |= {step: having[0]} if having else {}
+    copied = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for step, source in chosen.items():
+        for path in _files(source, step):
+            target = folder / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            copied.append(target)
+    return copied
 
 
 def _present(folder: Path) -> dict[str, bool]:
@@ -111,8 +161,12 @@ def main() -> None:
     parser.add_argument("folder", type=Path, help="a configuration folder")
     parser.add_argument("--configfile", nargs="*", default=[],
                         help="the run files its runs were made with, in order")
+    parser.add_argument("--from", dest="runs", nargs="*", default=[], type=Path,
+                        help="the runs' results folders, copied in first")
     args = parser.parse_args()
     try:
+        if args.runs:
+            print(f"{len(gather(args.folder, args.runs))} files copied in")
         print(assemble(args.folder, args.configfile))
     except ConfigError as err:
         sys.exit(f"assemble_configuration.py: {err}")

@@ -389,3 +389,44 @@ def test_a_configuration_put_together_from_runs_reports_what_its_folder_holds(ti
             shutil.copy(built / name, folder / name)
     assert assemble().returncode == 0
     assert (folder / "README.md").read_text() == whole
+
+
+def test_a_configuration_is_gathered_from_its_runs_results_folders(tiny_build, tmp_path):
+    """assemble_configuration.py --from: each run's results folder (as lanes.tar brings it
+    back) gives the steps it measured, the first one the build's, and the page is the one
+    the pipeline's own rule built; two runs that measured one step are refused before
+    anything is copied."""
+    built = tiny_build / RUN
+
+    def run_of(name, drop):  # a run's results folder, without the steps it did not run
+        folder = tmp_path / name / RUN
+        shutil.copytree(built, folder)
+        for step in drop:
+            for path in [*folder.glob(f"{step}.*"), *folder.glob(f"logs/{step}*"),
+                         *folder.glob(f"benchmarks/{step}.tsv"),
+                         *folder.glob(f"history/{step}-*")]:
+                path.unlink()
+        return tmp_path / name / "results"
+
+    offline = run_of("offline-run", ("online", "floor", "rate"))
+    online = run_of("online-run", ("offline", "native"))
+
+    def assemble(*runs):
+        return subprocess.run(
+            [sys.executable, str(ROOT / "scripts/assemble_configuration.py"), RUN,
+             "--configfile", str(TINY), "--from", *map(str, runs)],
+            cwd=tmp_path, capture_output=True, text=True)
+
+    result = assemble(offline, offline)
+    assert result.returncode != 0 and "offline was measured by" in result.stderr, result.stderr
+    assert not (tmp_path / RUN).exists()
+    result = assemble(offline, tmp_path / "nowhere")
+    assert result.returncode != 0 and "nowhere" in result.stderr, result.stderr
+    result = assemble(offline, online)
+    assert result.returncode == 0, result.stderr
+    folder = tmp_path / RUN
+    assert (folder / "README.md").read_text() == (built / "README.md").read_text()
+    for name in ("logs/offline_server.log", "logs/online_perf_analyzer.log",
+                 "benchmarks/floor.tsv", "logs/conversion_check.log", "native.json"):
+        assert (folder / name).read_bytes() == (built / name).read_bytes(), name
+    assert not (folder / "logs/online_plot.log").exists()  # a report's log: not a step's
