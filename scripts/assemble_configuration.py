@@ -104,15 +104,15 @@ def _present(folder: Path) -> dict[str, bool]:
     return present
 
 
-def _key(folder: Path) -> tuple[str, str, str, str]:
+def _key(folder: Path) -> dict[str, str]:
     """The folder's configuration key, checked against what its offline run recorded."""
     where = layout.configuration_of(folder)
-    key = (where["model"], where["gpu"], where["backend"], where["precision"])
+    key = {name: where[name] for name in ("model", "gpu", "backend", "precision")}
     ran = json.loads((folder / "offline.json").read_text())["provenance"]["key"]
-    recorded = (ran["model"], ran["gpu"], ran["backend"], ran["precision"])
-    if recorded != key:
-        raise ConfigError(f"{folder}/offline.json was measured for {'/'.join(recorded)}, "
-                          f"not the folder's {'/'.join(key)}")
+    if ran != key:
+        raise ConfigError(f"{folder}/offline.json was measured for "
+                          f"{'/'.join(ran.get(name, '?') for name in key)}, "
+                          f"not the folder's {'/'.join(key.values())}")
     return key
 
 
@@ -120,10 +120,10 @@ def assemble(folder: Path, configfiles: list[str]) -> Path:
     """The folder's plots and README.md; returns the README's path."""
     folder = Path(folder)
     present = _present(folder)
-    model, gpu, backend, precision = _key(folder)
+    key = _key(folder)
+    model = key["model"]
     settings = settings_of(configfiles, ROOT)
-    run = settings.run(model, gpu, backend, precision)
-    key = {"model": model, "gpu": gpu, "backend": backend, "precision": precision}
+    run = settings.run(**key)
     f = {name: folder / name for names in SCENARIOS.values() for name in names}
     plots = folder / "plots"
     report.plots(key, folder / "offline.csv", plots / "offline_throughput.png",

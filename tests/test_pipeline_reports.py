@@ -430,3 +430,12 @@ def test_a_configuration_is_gathered_from_its_runs_results_folders(tiny_build, t
                  "benchmarks/floor.tsv", "logs/conversion_check.log", "native.json"):
         assert (folder / name).read_bytes() == (built / name).read_bytes(), name
     assert not (folder / "logs/online_plot.log").exists()  # a report's log: not a step's
+    # a folder whose offline run measured another configuration is refused
+    other = "results/tft-tiny/cpu/ts-script_fp32"
+    shutil.copytree(folder, tmp_path / other)
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/assemble_configuration.py"),
+                             other, "--configfile", str(TINY)],
+                            cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode != 0, result.stdout
+    assert "measured for tft-tiny/cpu/onnx/fp32, not the folder's tft-tiny/cpu/ts-script/fp32" \
+        in result.stderr, result.stderr
