@@ -10,6 +10,29 @@ if [ ! -d "$dest/site" ]; then
     mkdir -p "$dest" && tar -xJf "$1" -C "$dest"
 fi
 ort=${DEPLOYBENCH_ORT_GPU_BUNDLE:-$(dirname "$1")/onnxruntime-gpu-$(basename "$1" | sed 's/^offline-//')}
+# Its parts (pack_offline.py --part-mib), carried over several calls: joined once all of
+# them are here, and kept only if the whole matches its sum
+if [ ! -f "$ort" ] && [ -f "$ort.sha256" ]; then
+    mapfile -t ort_parts < <(awk '$2 ~ /\.part[0-9]+$/ { print $2 }' "$ort.sha256")
+    ort_have=0
+    for ort_part in "${ort_parts[@]}"; do
+        [ -f "$(dirname "$ort")/$ort_part" ] && ort_have=$((ort_have + 1))
+    done
+    if [ "$ort_have" -lt "${#ort_parts[@]}" ]; then
+        echo "offline_env.sh: $ort_have of ${#ort_parts[@]} parts of $ort here:" \
+            "onnxruntime-gpu is not used until all are" >&2
+    else
+        (cd "$(dirname "$ort")" && cat "${ort_parts[@]}") >"$ort.joining"
+        ort_want=$(awk -v name="$(basename "$ort")" '$2 == name { print $1 }' "$ort.sha256")
+        if [ "$(sha256sum <"$ort.joining" | cut -d' ' -f1)" = "$ort_want" ]; then
+            mv "$ort.joining" "$ort"
+        else
+            rm -f "$ort.joining"
+            echo "offline_env.sh: the parts of $ort joined do not match its sum" \
+                "($ort.sha256): carry them again" >&2
+        fi
+    fi
+fi
 if [ -f "$ort" ] && [ ! -d "$dest/onnxruntime-gpu" ]; then
     tar -xJf "$ort" -C "$dest"
 fi

@@ -21,8 +21,8 @@ into `<out>/offline-py<X.Y>.tar.xz`. On the target:
 
 ONNX Runtime on the target's GPU takes onnxruntime-gpu, a bundle of its own (~200 MB),
 unpacked by scripts/offline_env.sh in front of the target's CPU build where it lies beside
-the first; `--part-mib N` also splits it in parts for transfers limited in size (joined
-with `cat onnxruntime-gpu-py3.12.tar.xz.part* > onnxruntime-gpu-py3.12.tar.xz`).
+the first; `--part-mib N` also splits it in parts for transfers limited in size, with their
+sums (onnxruntime-gpu-py3.12.tar.xz.sha256), from which scripts/offline_env.sh joins them.
 
 Usage: python scripts/pack_offline.py --python 3.12 --out .pack
        python scripts/pack_offline.py --python 3.12 --out .pack --onnxruntime-gpu 1.31.1
@@ -31,6 +31,7 @@ Usage: python scripts/pack_offline.py --python 3.12 --out .pack
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata as md
 import lzma
 import re
@@ -200,11 +201,23 @@ def pack_onnxruntime_gpu(version: str, python: str, out: Path, part_mib: int | N
             tar.add(site, arcname=site.name, filter=without_tests)
     print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB")
     if part_mib:
-        data, size = archive.read_bytes(), part_mib * 2**20
-        for i in range(0, len(data), size):
-            part = archive.with_name(f"{archive.name}.part{i // size:02d}")
-            part.write_bytes(data[i:i + size])
-            print(f"  {part.name}: {len(data[i:i + size]) / 2**20:.1f} MiB")
+        for part in split(archive, part_mib * 2**20):
+            print(f"  {part.name}: {part.stat().st_size / 2**20:.1f} MiB")
+
+
+def split(archive: Path, size: int) -> list[Path]:
+    """`archive` in parts of `size` bytes (ARCHIVE.partNN) and ARCHIVE.sha256, each part's
+    and the whole's sums (sha256sum's format), by which scripts/offline_env.sh joins the
+    parts where they have all come and checks what it joined."""
+    data = archive.read_bytes()
+    parts = []
+    for i in range(0, len(data), size):
+        parts.append(archive.with_name(f"{archive.name}.part{i // size:02d}"))
+        parts[-1].write_bytes(data[i:i + size])
+    sums = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in parts]
+    sums.append(f"{hashlib.sha256(data).hexdigest()}  {archive.name}")
+    archive.with_name(f"{archive.name}.sha256").write_text("\n".join(sums) + "\n")
+    return parts
 
 
 def main() -> None:
