@@ -183,7 +183,7 @@ class MemoryExceeded(RuntimeError):
 def export_limit(scenario: str) -> int:
     """The memory a perf_analyzer run of `scenario` with the profile export may grow to, in
     bytes."""
-    cap = EXPORT_MEMORY_CAP if scenario == "rate" else min(EXPORT_MEMORY_CAP, TAIL_EXPORT_CAP)
+    cap = EXPORT_MEMORY_CAP if scenario == "rate" else TAIL_EXPORT_CAP
     return int(min(cap, psutil.virtual_memory().available * EXPORT_MEMORY_SHARE))
 
 
