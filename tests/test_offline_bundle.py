@@ -25,7 +25,9 @@ def _source(pack: Path, dest: Path) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
 
 
-def test_the_parts_are_joined_where_all_have_come_and_the_whole_matches(tmp_path):
+def test_the_parts_are_kept_as_they_come_and_joined_once_all_have(tmp_path):
+    """A lent machine's copy of the tree holds only the latest call's carried part
+    (2026-11-28): each part that matches its sum is kept on the machine until all are."""
     pack, dest = tmp_path / "pack", tmp_path / "offline"
     pack.mkdir()
     (dest / "site").mkdir(parents=True)  # the first bundle, as if unpacked
@@ -40,22 +42,28 @@ def test_the_parts_are_joined_where_all_have_come_and_the_whole_matches(tmp_path
     sums = (pack / f"{BUNDLE}.sha256").read_text().splitlines()
     assert [line.split()[1] for line in sums] == [*(p.name for p in parts), BUNDLE]
     (pack / BUNDLE).unlink()  # the machine has only what was carried
+    held = {p.name: p.read_bytes() for p in parts}
 
-    held = parts[2].read_bytes()
-    parts[2].unlink()  # the last part not yet carried
-    done = _source(pack, dest)
-    assert "2 of 3 parts" in done.stderr, done.stderr
-    assert not (pack / BUNDLE).exists() and not (dest / "onnxruntime-gpu").exists()
-    assert "onnxruntime-gpu" not in done.stdout
+    def carry(name: str, data: bytes) -> subprocess.CompletedProcess:
+        """One call: its copy of the tree has this part alone, and the sums."""
+        for part in pack.glob(f"{BUNDLE}.part*"):
+            part.unlink()
+        (pack / name).write_bytes(data)
+        return _source(pack, dest)
 
-    parts[2].write_bytes(held[:-1] + bytes([held[-1] ^ 1]))  # arrived damaged
-    done = _source(pack, dest)
-    assert "do not match its sum" in done.stderr, done.stderr
-    assert not (pack / BUNDLE).exists() and not list(pack.glob("*.joining"))
+    first, second, last = (p.name for p in parts)
+    assert "1 of 3 parts" in carry(first, held[first]).stderr
+    damaged = held[second][:-1] + bytes([held[second][-1] ^ 1])
+    done = carry(second, damaged)  # arrived damaged: not kept
+    assert f"{second} does not match its sum" in done.stderr, done.stderr
+    assert "1 of 3 parts" in done.stderr, done.stderr
+    assert "2 of 3 parts" in carry(second, held[second]).stderr
+    assert not (dest / "onnxruntime-gpu").exists()
 
-    parts[2].write_bytes(held)
-    done = _source(pack, dest)
+    done = carry(last, held[last])
     assert done.returncode == 0 and not done.stderr, done.stderr
     assert (dest / "onnxruntime-gpu/onnxruntime/marker.bin").read_bytes() == marker
     assert done.stdout.startswith(f"PYTHONPATH={dest}/onnxruntime-gpu:{dest}/site:"), \
         done.stdout
+    assert not list(dest.glob("*/*.part*")) and not (dest / ".ort").exists()
+    assert "parts" not in _source(pack, dest).stderr  # later calls: unpacked, nothing to do
