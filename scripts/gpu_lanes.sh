@@ -86,7 +86,9 @@ start_ready() {  # each GPU's first run that has not ended, where none of its ru
                 CUDA_VISIBLE_DEVICES=$gpu DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
                     RUNFILE=${runfiles//,/ } DETACH=1 taskset -c \
                     "$((gpu * share))-$((gpu * share + share - 1))" \
-                    bash scripts/gpu_session.sh 0 $targets >/dev/null 2>&1 ;;
+                    bash scripts/gpu_session.sh 0 $targets >/dev/null 2>&1
+                # the host's GPUs, which gpu_session.sh writes once: sent at every call
+                cp "$out/$name/gpu.txt" "$root/$name/" 2>/dev/null ;;
         esac
         busy="$busy$gpu "
     done
@@ -112,7 +114,7 @@ for line in "${runs[@]}"; do
         bash scripts/pack_results.sh "$work" "$work/results.tgz"
     fi
     mkdir -p "$out/$name"
-    cp "$work/snakemake.log" "$work/results.tgz" "$out/$name/" 2>/dev/null
+    cp "$work/snakemake.log" "$work/gpu.txt" "$work/results.tgz" "$out/$name/" 2>/dev/null
     echo "$name (GPU $gpu): $(state "$work") $(cat "$work/snakemake.rc" 2>/dev/null)" \
         "$(grep -c 'Finished jobid' "$work/snakemake.log" 2>/dev/null) jobs done;" \
         "$(grep -E 'Error in rule' "$work/snakemake.log" 2>/dev/null | tr '\n' ' ')"

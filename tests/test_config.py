@@ -143,6 +143,22 @@ def test_the_pytorch_path_never_imports_tensorflow():
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+def test_a_tensorflow_model_without_tensorflow_is_refused_by_name(monkeypatch, tmp_path):
+    """The lent GPU machine has no TensorFlow (2026-11-28: DLRM's weights step failed there
+    with "No module named 'keras'"): the step names the model and what it needs."""
+    import sys
+
+    from deploybench import source_model
+
+    monkeypatch.setitem(sys.modules, "keras", None)  # importing it raises ImportError
+    with pytest.raises(RuntimeError) as refused:
+        source_model.save_weights({"plugin": "dlrm"}, tmp_path / "weights.pt")
+    assert str(refused.value) == (
+        "model 'dlrm' is a TensorFlow (Keras) model, and keras is not installed here: its "
+        "weights, evaluation set and exports need TensorFlow (bash scripts/setup.sh tf)")
+    assert not (tmp_path / "weights.pt").exists()
+
+
 def test_a_config_file_that_is_not_yaml_is_named(tmp_path):
     (tmp_path / "broken.yaml").write_text("plugin: tft\ninputs: [a, b\n")
     with pytest.raises(ConfigError, match=r"(?s)configuration file '.*broken\.yaml' is not "

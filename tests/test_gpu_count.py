@@ -194,7 +194,9 @@ class Lanes:
         stand_ins = {
             "nvidia-smi": f"cat {self.gpus}\n",
             "taskset": f'echo "$CUDA_VISIBLE_DEVICES $2 $(basename "$DEPLOYBENCH_WORKDIR") '
-                       f'$RUNFILE ${{*:6}}" >> {self.calls}\n'}
+                       f'$RUNFILE ${{*:6}}" >> {self.calls}\n'
+                       # as gpu_session.sh: its workdir, and the host's GPUs in its OUT
+                       'mkdir -p "$DEPLOYBENCH_WORKDIR" "$OUT" && nvidia-smi > "$OUT/gpu.txt"\n'}
         for name, text in stand_ins.items():
             (bin_ / name).write_text(f"#!/bin/bash\n{text}")
             (bin_ / name).chmod(0o755)
@@ -227,6 +229,7 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     first is not named); `{gpu}` in a target becomes the key of the host's GPUs, and a
     host no one key matches is refused; an unknown NAME is refused with the file's runs."""
     import os
+    import tarfile
 
     lanes = Lanes(tmp_path)
     half = os.cpu_count() // 2
@@ -240,6 +243,10 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     done, started = lanes.run("c")  # GPU 0's second run, its first not named
     assert done.returncode == 0, done.stderr
     assert started == [f"0 {first} c config/runs/h100-reference.yaml results/c/h100/README.md"]
+    # the host's GPUs, written once as a run starts, kept with it to go back at every call
+    assert (tmp_path / "lanes.d/a/gpu.txt").read_bytes() == lanes.gpus.read_bytes()
+    with tarfile.open(tmp_path / "out/lanes.tar") as bundle:
+        assert bundle.extractfile("c/gpu.txt").read() == lanes.gpus.read_bytes()
     assert "{gpu}: h100" in done.stdout, done.stdout
     lanes.gpus.write_text("GPU 0: NVIDIA H200 (UUID: GPU-ccc)\n")
     done, started = lanes.run("c")
@@ -256,8 +263,8 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
 
 
 def test_a_run_that_has_ended_comes_back_at_every_call_in_one_file(tmp_path):
-    """The device brings back 8 files a call: every run's log and results come back in
-    one file, lanes.tar, at every call, also after the call that packed them."""
+    """The device brings back 8 files a call: every run's log, GPUs and results come back
+    in one file, lanes.tar, at every call, also after the call that packed them."""
     import shutil
     import tarfile
 
@@ -267,6 +274,7 @@ def test_a_run_that_has_ended_comes_back_at_every_call_in_one_file(tmp_path):
     (ended / "results/m/cpu/x_fp32/offline.csv").write_text("Batch\n1\n")
     (ended / "snakemake.log").write_text("Finished jobid: 1\n")
     (ended / "snakemake.rc").write_text("0\n")
+    (ended / "gpu.txt").write_text("NVIDIA H200, 580.159.04, 143771 MiB\n")
     for _ in range(2):
         shutil.rmtree(tmp_path / "out", ignore_errors=True)
         done, started = lanes.run("a")
@@ -274,7 +282,8 @@ def test_a_run_that_has_ended_comes_back_at_every_call_in_one_file(tmp_path):
         assert "a (GPU 0): done 0 1 jobs done" in done.stdout, done.stdout
         assert [p.name for p in (tmp_path / "out").iterdir()] == ["lanes.tar"]
         with tarfile.open(tmp_path / "out/lanes.tar") as bundle:
-            assert sorted(bundle.getnames()) == ["a", "a/results.tgz", "a/snakemake.log"]
+            assert sorted(bundle.getnames()) == ["a", "a/gpu.txt", "a/results.tgz",
+                                                 "a/snakemake.log"]
             results = tarfile.open(fileobj=bundle.extractfile("a/results.tgz"))
             assert results.extractfile("results/m/cpu/x_fp32/offline.csv").read() == \
                 b"Batch\n1\n"

@@ -27,6 +27,23 @@ def framework(settings: dict) -> str:
     return getattr(plugins.load(settings["plugin"]), "FRAMEWORK", "torch")
 
 
+def _require(settings: dict) -> str:
+    """framework(settings), refused by name where it is not installed: a TensorFlow plug-in's
+    model is built, exported and run with TensorFlow and Keras, which the lent GPU machine
+    lacks (TensorFlow with CUDA does not fit it: docs/gpus.md)."""
+    name = framework(settings)
+    if name == "tensorflow":
+        try:
+            import keras  # noqa: F401
+            import tensorflow  # noqa: F401
+        except ImportError as err:
+            raise RuntimeError(
+                f"model '{settings['plugin']}' is a TensorFlow (Keras) model, and {err.name} "
+                "is not installed here: its weights, evaluation set and exports need "
+                "TensorFlow (bash scripts/setup.sh tf)") from err
+    return name
+
+
 def _built(model, settings: dict):
     """A Keras model with its variables created (a subclassed one makes them on call)."""
     if not model.built:
@@ -40,10 +57,11 @@ def save_weights(settings: dict, out: Path) -> None:
     frameworks: a Keras model's weights as a list, in get_weights() order)."""
     import torch  # here, not above: the measuring steps import this module, never torch
 
+    tensorflow = _require(settings) == "tensorflow"
     plugin = plugins.load(settings["plugin"])
     w = settings["weights"]
     model = plugin.build_model(settings["hparams"], w["checkpoint"], w["seed"])
-    if framework(settings) == "tensorflow":
+    if tensorflow:
         state = {"keras_weights": [torch.from_numpy(np.array(v))
                                    for v in _built(model, settings).get_weights()]}
     else:
@@ -55,10 +73,11 @@ def load(settings: dict, weights: Path):
     """The FP32 source model (torch.nn.Module in eval mode, or a Keras model)."""
     import torch
 
+    tensorflow = _require(settings) == "tensorflow"
     plugin = plugins.load(settings["plugin"])
     model = plugin.build_model(settings["hparams"], None, settings["weights"]["seed"])
     saved = torch.load(weights, map_location="cpu", weights_only=True)
-    if framework(settings) == "tensorflow":
+    if tensorflow:
         _built(model, settings).set_weights([t.numpy() for t in saved["keras_weights"]])
         return model
     model.load_state_dict(saved["state_dict"])
