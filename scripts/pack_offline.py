@@ -19,13 +19,17 @@ into `<out>/offline-py<X.Y>.tar.xz`. On the target:
     python3 -m snakemake ...
 (scripts/offline_run.sh does this.)
 
-ONNX Runtime on the target's GPU takes onnxruntime-gpu, a bundle of its own (~200 MB),
-unpacked by scripts/offline_env.sh in front of the target's CPU build where it lies beside
-the first; `--part-mib N` also splits it in parts for transfers limited in size, with their
-sums (onnxruntime-gpu-py3.12.tar.xz.sha256), from which scripts/offline_env.sh joins them.
+Two bundles of their own, each too large to travel with the first, unpacked by
+scripts/offline_env.sh where they lie beside it: onnxruntime-gpu (~200 MB, in front of the
+target's CPU build, for ONNX Runtime on its GPU) and tensorflow-cpu (the tf extra's
+TensorFlow, Keras and tf2onnx, which the Keras models' build steps need and the lent
+machine lacks). `--part-mib N` also splits a bundle in parts for transfers limited in
+size, with their sums (e.g. onnxruntime-gpu-py3.12.tar.xz.sha256), from which
+scripts/offline_env.sh joins them.
 
 Usage: python scripts/pack_offline.py --python 3.12 --out .pack
        python scripts/pack_offline.py --python 3.12 --out .pack --onnxruntime-gpu 1.31.1
+       python scripts/pack_offline.py --python 3.12 --out .pack --tensorflow
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
 
 # Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).
 ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12",
@@ -187,16 +192,38 @@ def without_tests(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return None if {"tests", "__pycache__"} & set(Path(member.name).parts) else member
 
 
-def pack_onnxruntime_gpu(version: str, python: str, out: Path, part_mib: int | None) -> None:
-    """onnxruntime-gpu's wheel for the target, unpacked under onnxruntime-gpu/ in a .tar.xz
-    of its own (its CUDA provider alone is 284 MB: too large to travel with the first)."""
+# What TensorFlow, Keras and tf2onnx need that the lent machine's image lacks (KINDS.md's
+# package list); libclang, which TensorFlow's metadata names, is not imported at run time
+TENSORFLOW_NEEDS = ["astunparse", "gast", "google-pasta", "termcolor", "namex", "optree"]
+
+
+def tensorflow_requirements(python: str, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The tf extra's TensorFlow, Keras and tf2onnx pins for an x86-64 target
+    (pyproject.toml, the one place they are set; its pyarrow the target has), and the
+    versions installed here of what the target lacks besides."""
+    import tomllib
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["tf"]
+    target = {"platform_machine": "x86_64", "python_version": python, "sys_platform": "linux"}
+    pins = [f"{r.name}{r.specifier}" for r in map(Requirement, extra)
+            if r.name in ("tensorflow-cpu", "tensorflow", "keras", "tf2onnx")
+            and (r.marker is None or r.marker.evaluate(target))]
+    return pins + [f"{name}=={md.version(name)}" for name in TENSORFLOW_NEEDS]
+
+
+def pack_extra(name: str, requirements: list[str], python: str, out: Path,
+               part_mib: int | None) -> None:
+    """The requirements' wheels for the target, unpacked under NAME/ in a .tar.xz of its own
+    (onnxruntime-gpu's CUDA provider alone is 284 MB, tensorflow-cpu's wheel 252 MB: too
+    large to travel with the first)."""
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([*download_command(python, Path(tmp)), f"onnxruntime-gpu=={version}"],
-                       check=True)
-        site = Path(tmp) / "onnxruntime-gpu"
-        extract_wheel(next(Path(tmp).glob("onnxruntime_gpu-*.whl")), site)
+        wheels, site = Path(tmp) / "wheels", Path(tmp) / name
+        subprocess.run([*download_command(python, wheels), *requirements], check=True)
+        for wheel in sorted(wheels.glob("*.whl")):
+            extract_wheel(wheel, site)
         out.mkdir(parents=True, exist_ok=True)
-        archive = out / f"onnxruntime-gpu-py{python}.tar.xz"
+        archive = out / f"{name}-py{python}.tar.xz"
         with tarfile.open(archive, "w:xz", preset=9) as tar:
             tar.add(site, arcname=site.name, filter=without_tests)
     print(f"{archive}: {archive.stat().st_size / 2**20:.1f} MiB")
@@ -228,11 +255,20 @@ def main() -> None:
                         help="distributions the target already has")
     parser.add_argument("--onnxruntime-gpu", metavar="VERSION",
                         help="pack only onnxruntime-gpu of this version, in a bundle of its own")
+    parser.add_argument("--tensorflow", action="store_true",
+                        help="pack only the tf extra's TensorFlow (CPU), Keras and tf2onnx, "
+                             "in a bundle of its own (tensorflow-cpu)")
     parser.add_argument("--part-mib", type=int,
-                        help="with --onnxruntime-gpu: also split its bundle in parts this large")
+                        help="with --onnxruntime-gpu or --tensorflow: also split the bundle "
+                             "in parts this large")
     args = parser.parse_args()
     if args.onnxruntime_gpu:
-        pack_onnxruntime_gpu(args.onnxruntime_gpu, args.python, args.out, args.part_mib)
+        pack_extra("onnxruntime-gpu", [f"onnxruntime-gpu=={args.onnxruntime_gpu}"],
+                   args.python, args.out, args.part_mib)
+        return
+    if args.tensorflow:
+        pack_extra("tensorflow-cpu", tensorflow_requirements(args.python), args.python,
+                   args.out, args.part_mib)
         return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bundle"

@@ -1,5 +1,6 @@
-"""onnxruntime-gpu's bundle in parts (scripts/pack_offline.py --part-mib), carried to an
-offline GPU machine over several calls and joined there by scripts/offline_env.sh."""
+"""The bundles of their own (onnxruntime-gpu, tensorflow-cpu) in parts
+(scripts/pack_offline.py --part-mib), carried to an offline GPU machine over several calls
+and joined there by scripts/offline_env.sh; what goes in tensorflow-cpu's."""
 
 import io
 import os
@@ -8,45 +9,51 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from pack_offline import split  # noqa: E402
-
-BUNDLE = "onnxruntime-gpu-py3.12.tar.xz"
+from conftest import needs  # noqa: E402
+from pack_offline import split, tensorflow_requirements  # noqa: E402
 
 
 def _source(pack: Path, dest: Path) -> subprocess.CompletedProcess:
     """offline_env.sh sourced as the lent-machine scripts source it, the first bundle
     already unpacked in `dest`; prints the paths it set."""
     script = (f'. "{ROOT}/scripts/offline_env.sh" "{pack}/offline-py3.12.tar.xz" && '
-              'echo "PYTHONPATH=$PYTHONPATH"')
+              'echo "PYTHONPATH=$PYTHONPATH" && echo "SERVER=$DEPLOYBENCH_SERVER_PYTHONPATH" '
+              '&& echo "TENSORFLOW=${DEPLOYBENCH_TENSORFLOW_SITE:-}"')
     env = {**os.environ, "DEPLOYBENCH_OFFLINE_DIR": str(dest), "PYTHONPATH": ""}
     return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
 
 
-def test_the_parts_are_kept_as_they_come_and_joined_once_all_have(tmp_path):
+@pytest.mark.parametrize("name", ["onnxruntime-gpu", "tensorflow-cpu"])
+def test_the_parts_are_kept_as_they_come_and_joined_once_all_have(tmp_path, name):
     """A lent machine's copy of the tree holds only the latest call's carried part
-    (2026-11-28): each part that matches its sum is kept on the machine until all are."""
+    (2026-11-28): each part that matches its sum is kept on the machine until all are;
+    onnxruntime-gpu then goes in front for the pipeline and the server, tensorflow-cpu to
+    the Keras models' build steps alone."""
+    bundle = f"{name}-py3.12.tar.xz"
     pack, dest = tmp_path / "pack", tmp_path / "offline"
     pack.mkdir()
     (dest / "site").mkdir(parents=True)  # the first bundle, as if unpacked
     marker = os.urandom(50_000)  # incompressible: several parts
-    with tarfile.open(pack / BUNDLE, "w:xz") as tar:
-        info = tarfile.TarInfo("onnxruntime-gpu/onnxruntime/marker.bin")
+    with tarfile.open(pack / bundle, "w:xz") as tar:
+        info = tarfile.TarInfo(f"{name}/package/marker.bin")
         info.size = len(marker)
         tar.addfile(info, io.BytesIO(marker))
-    parts = split(pack / BUNDLE, 20_000)
+    parts = split(pack / bundle, 20_000)
     assert len(parts) == 3 and sum(p.stat().st_size for p in parts) == \
-        (pack / BUNDLE).stat().st_size
-    sums = (pack / f"{BUNDLE}.sha256").read_text().splitlines()
-    assert [line.split()[1] for line in sums] == [*(p.name for p in parts), BUNDLE]
-    (pack / BUNDLE).unlink()  # the machine has only what was carried
+        (pack / bundle).stat().st_size
+    sums = (pack / f"{bundle}.sha256").read_text().splitlines()
+    assert [line.split()[1] for line in sums] == [*(p.name for p in parts), bundle]
+    (pack / bundle).unlink()  # the machine has only what was carried
     held = {p.name: p.read_bytes() for p in parts}
 
     def carry(name: str, data: bytes) -> subprocess.CompletedProcess:
         """One call: its copy of the tree has this part alone, and the sums."""
-        for part in pack.glob(f"{BUNDLE}.part*"):
+        for part in pack.glob(f"{bundle}.part*"):
             part.unlink()
         (pack / name).write_bytes(data)
         return _source(pack, dest)
@@ -62,8 +69,27 @@ def test_the_parts_are_kept_as_they_come_and_joined_once_all_have(tmp_path):
 
     done = carry(last, held[last])
     assert done.returncode == 0 and not done.stderr, done.stderr
-    assert (dest / "onnxruntime-gpu/onnxruntime/marker.bin").read_bytes() == marker
-    assert done.stdout.startswith(f"PYTHONPATH={dest}/onnxruntime-gpu:{dest}/site:"), \
-        done.stdout
+    assert (dest / f"{name}/package/marker.bin").read_bytes() == marker
+    paths = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    if name == "onnxruntime-gpu":
+        assert paths["PYTHONPATH"].startswith(f"{dest}/{name}:{dest}/site:"), paths
+        assert paths["SERVER"] == f"{dest}/{name}:{dest}/stub-site", paths
+        assert paths["TENSORFLOW"] == "", paths
+    else:  # for the Keras models' build steps alone (deploybench.source_model)
+        assert paths["PYTHONPATH"].startswith(f"{dest}/site:"), paths
+        assert paths["SERVER"] == f"{dest}/stub-site", paths
+        assert paths["TENSORFLOW"] == f"{dest}/{name}", paths
     assert not list(dest.glob("*/*.part*")) and not (dest / ".ort").exists()
     assert "parts" not in _source(pack, dest).stderr  # later calls: unpacked, nothing to do
+
+
+def test_the_tensorflow_bundle_takes_the_tf_extras_pins_and_what_the_target_lacks():
+    """pyproject.toml's tf extra is the one place of the versions; its pyarrow (the target
+    has one) and the other platform's TensorFlow stay out."""
+    needs("tensorflow")  # the versions of what the target lacks: those installed here
+    wanted = tensorflow_requirements("3.12")
+    pins = [r for r in wanted if r.split("==")[0] in ("tensorflow-cpu", "keras", "tf2onnx")]
+    text = (ROOT / "pyproject.toml").read_text()
+    assert len(pins) == 3 and all(f'"{pin}' in text for pin in pins), pins
+    assert not any(r.startswith(("tensorflow==", "pyarrow", "libclang")) for r in wanted)
+    assert {r.split("==")[0] for r in wanted} >= {"optree", "namex", "gast", "astunparse"}

@@ -42,8 +42,14 @@ def save_savedmodel(model, inputs: list[dict], outputs: list[dict], out: Path) -
 
 
 def save_onnx(model, inputs: list[dict], outputs: list[dict], out: Path, opset: int) -> None:
+    import numpy as np
     import onnx
     import tf2onnx
+
+    # tf2onnx 1.17 calls numpy.product, which numpy 2 removed (the lent machine's numpy
+    # under the tensorflow-cpu bundle: docs/gpus.md); numpy.prod is the same function
+    if not hasattr(np, "product"):
+        np.product = np.prod
 
     @tf.function(input_signature=_signature(inputs))
     def ordered(*tensors):

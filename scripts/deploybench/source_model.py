@@ -7,6 +7,8 @@ and the same evaluation samples, so every comparison is against one reference.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +32,15 @@ def framework(settings: dict) -> str:
 def _require(settings: dict) -> str:
     """framework(settings), refused by name where it is not installed: a TensorFlow plug-in's
     model is built, exported and run with TensorFlow and Keras, which the lent GPU machine
-    lacks (TensorFlow with CUDA does not fit it: docs/gpus.md)."""
+    lacks unless their bundle is carried there (docs/gpus.md)."""
     name = framework(settings)
     if name == "tensorflow":
+        # the tensorflow-cpu bundle of an offline machine (scripts/offline_env.sh names it):
+        # on this process's path alone, so that the other steps run with the machine's
+        # packages as they are (the bundle brings optree, which torch can take up)
+        bundled = os.environ.get("DEPLOYBENCH_TENSORFLOW_SITE")
+        if bundled and bundled not in sys.path:
+            sys.path.insert(0, bundled)
         try:
             import keras  # noqa: F401
             import tensorflow  # noqa: F401
@@ -40,7 +48,8 @@ def _require(settings: dict) -> str:
             raise RuntimeError(
                 f"model '{settings['plugin']}' is a TensorFlow (Keras) model, and {err.name} "
                 "is not installed here: its weights, evaluation set and exports need "
-                "TensorFlow (bash scripts/setup.sh tf)") from err
+                "TensorFlow (bash scripts/setup.sh tf; on an offline machine, the "
+                "tensorflow-cpu bundle: docs/gpus.md)") from err
     return name
 
 
