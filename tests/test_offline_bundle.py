@@ -14,8 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from conftest import needs  # noqa: E402
 from pack_offline import split, tensorflow_requirements  # noqa: E402
+
+from conftest import needs  # noqa: E402
 
 
 def _source(pack: Path, dest: Path) -> subprocess.CompletedProcess:
