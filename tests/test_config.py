@@ -143,50 +143,6 @@ def test_the_pytorch_path_never_imports_tensorflow():
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_a_tensorflow_model_without_tensorflow_is_refused_by_name(monkeypatch, tmp_path):
-    """The lent GPU machine has no TensorFlow (2026-11-28: DLRM's weights step failed there
-    with "No module named 'keras'"): the step names the model and what it needs."""
-    import sys
-
-    from deploybench import source_model
-
-    monkeypatch.setitem(sys.modules, "keras", None)  # importing it raises ImportError
-    with pytest.raises(RuntimeError) as refused:
-        source_model.save_weights({"plugin": "dlrm"}, tmp_path / "weights.pt")
-    assert str(refused.value) == (
-        "model 'dlrm' is a TensorFlow (Keras) model, and keras is not installed here: its "
-        "weights, evaluation set and exports need TensorFlow (bash scripts/setup.sh tf; on "
-        "an offline machine, the tensorflow-cpu bundle: docs/gpus.md)")
-    assert not (tmp_path / "weights.pt").exists()
-
-
-def test_the_tensorflow_bundle_reaches_a_keras_models_steps_alone(tmp_path):
-    """DEPLOYBENCH_TENSORFLOW_SITE (scripts/offline_env.sh: the tensorflow-cpu bundle) goes
-    first on the path of a process that builds a Keras model, and of no other."""
-    import os
-    import subprocess
-    import sys
-
-    site = tmp_path / "tensorflow-cpu"
-    for package in ("keras", "tensorflow"):
-        (site / package).mkdir(parents=True)
-        (site / package / "__init__.py").write_text("BUNDLED = True\n")
-    code = (
-        "import sys\n"
-        "from deploybench import source_model\n"
-        f"assert {str(site)!r} not in sys.path\n"
-        "assert source_model._require({'plugin': 'tft'}) == 'torch'\n"
-        f"assert {str(site)!r} not in sys.path\n"
-        "assert source_model._require({'plugin': 'dlrm'}) == 'tensorflow'\n"
-        "import keras, tensorflow\n"
-        "assert keras.BUNDLED and tensorflow.BUNDLED\n"
-    )
-    env = {**os.environ, "DEPLOYBENCH_TENSORFLOW_SITE": str(site)}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-
-
 def test_a_config_file_that_is_not_yaml_is_named(tmp_path):
     (tmp_path / "broken.yaml").write_text("plugin: tft\ninputs: [a, b\n")
     with pytest.raises(ConfigError, match=r"(?s)configuration file '.*broken\.yaml' is not "
