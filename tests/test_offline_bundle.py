@@ -100,8 +100,6 @@ def test_the_tensorflow_bundle_takes_the_tf_extras_pins_and_what_the_target_lack
 def test_a_tensorflow_model_without_tensorflow_is_refused_by_name(monkeypatch, tmp_path):
     """The lent GPU machine has no TensorFlow (2026-11-28: DLRM's weights step failed there
     with "No module named 'keras'"): the step names the model and what it needs."""
-    import sys
-
     from deploybench import source_model
 
     monkeypatch.setitem(sys.modules, "keras", None)  # importing it raises ImportError
@@ -117,10 +115,6 @@ def test_a_tensorflow_model_without_tensorflow_is_refused_by_name(monkeypatch, t
 def test_the_tensorflow_bundle_reaches_a_keras_models_steps_alone(tmp_path):
     """DEPLOYBENCH_TENSORFLOW_SITE (scripts/offline_env.sh: the tensorflow-cpu bundle) goes
     first on the path of a process that builds a Keras model, and of no other."""
-    import os
-    import subprocess
-    import sys
-
     site = tmp_path / "tensorflow-cpu"
     for package in ("keras", "tensorflow"):
         (site / package).mkdir(parents=True)
