@@ -38,6 +38,9 @@ if [ $# -gt 0 ]; then
     mapfile -t runs < <(printf '%s\n' "${runs[@]}" | awk -v want=" $* " \
         'index(want, " " $2 " ")')
 fi
+# the runs' paths without this shell's: offline_env.sh puts the live tree's package on them,
+# which the next call's copy replaces under a running job (an import failed so, 2026-11-28)
+pythonpath=${PYTHONPATH:-}
 . scripts/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
 # `{gpu}` in a target: the GPU key of this host's GPUs (config/gpus.yaml), so that one file
 # measures on whichever machine is lent
@@ -83,7 +86,7 @@ start_ready() {  # each GPU's first run that has not ended, where none of its ru
             ready)
                 mkdir -p "$out/$name"
                 # shellcheck disable=SC2086  # the targets, one word each
-                CUDA_VISIBLE_DEVICES=$gpu DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
+                PYTHONPATH=$pythonpath CUDA_VISIBLE_DEVICES=$gpu DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
                     RUNFILE=${runfiles//,/ } DETACH=1 taskset -c \
                     "$((gpu * share))-$((gpu * share + share - 1))" \
                     bash scripts/gpu_session.sh 0 $targets >/dev/null 2>&1

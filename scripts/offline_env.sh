@@ -35,7 +35,10 @@ _offline_extra() {
                     "carry it again" >&2
             fi
         done <"$bundle.sha256"
-        have=$(cd "$kept" && ls "${parts[@]}" 2>/dev/null | wc -l)
+        have=0  # counted without a failing command: offline_run.sh sources this under set -e
+        for part in "${parts[@]}"; do
+            if [ -f "$kept/$part" ]; then have=$((have + 1)); fi
+        done
         if [ "$have" -lt "${#parts[@]}" ]; then
             echo "offline_env.sh: $have of ${#parts[@]} parts of $(basename "$bundle") kept" \
                 "in $kept: $name is not used until all are" >&2

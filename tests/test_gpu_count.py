@@ -195,6 +195,7 @@ class Lanes:
             "nvidia-smi": f"cat {self.gpus}\n",
             "taskset": f'echo "$CUDA_VISIBLE_DEVICES $2 $(basename "$DEPLOYBENCH_WORKDIR") '
                        f'$RUNFILE ${{*:6}}" >> {self.calls}\n'
+                       f'echo "$PYTHONPATH" >> {tmp_path}/pythonpath.txt\n'
                        # as gpu_session.sh: its workdir, and the host's GPUs in its OUT
                        'mkdir -p "$DEPLOYBENCH_WORKDIR" "$OUT" && nvidia-smi > "$OUT/gpu.txt"\n'}
         for name, text in stand_ins.items():
@@ -210,7 +211,7 @@ class Lanes:
         path = f"{bin_}:{Path(sys.executable).parent}:{os.environ['PATH']}"
         self.env = {**os.environ, "PATH": path, "OUT": str(tmp_path / "out"),
                     "DEPLOYBENCH_LANES_DIR": str(tmp_path / "lanes.d"),
-                    "DEPLOYBENCH_OFFLINE_DIR": str(offline)}
+                    "DEPLOYBENCH_OFFLINE_DIR": str(offline), "PYTHONPATH": "/the/callers"}
 
     def run(self, *names):
         """One call: its result, and the runs it started."""
@@ -236,6 +237,9 @@ def test_the_lanes_start_each_gpus_first_run_of_those_named(tmp_path):
     first, second = f"0-{half - 1}", f"{half}-{2 * half - 1}"
     done, started = lanes.run()
     assert done.returncode == 0, done.stderr
+    # each run's paths are the caller's: not this shell's, which offline_env.sh gave the
+    # tree's package, the files the next call's copy replaces under a running job
+    assert (tmp_path / "pythonpath.txt").read_text().splitlines() == ["/the/callers"] * 2
     assert started == [
         f"0 {first} a config/runs/h100-reference.yaml results/a/README.md",
         f"1 {second} b config/runs/h100-reference.yaml config/runs/python-served.yaml "
