@@ -313,41 +313,52 @@ def test_the_model_report_lists_the_dated_sets_with_what_each_measured():
     assert compiled["Best offline inf/s"] == table["Inferences/Second"].max() > 130_000
 
 
-def test_the_other_way_of_serving_stands_beside_the_published_rows(tmp_path):
+def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
     """Beside BERT's natively served reference pair, the newest dated set that measured the
-    same configuration as its folder did but through the python backend; an older such set,
-    one served the same way and one measured otherwise stay out."""
+    same configuration as its folder did but through the python backend, and on a GPU key
+    with no folder of that name, the newest of each way; an older such set, one served the
+    same way on the folder's key, one measured otherwise, and one on a key that has a folder
+    of that name, served as that folder is, stay out."""
     import shutil
 
-    from deploybench.reporting.reference import reference_comparison, served_other_ways
+    from deploybench.reporting.reference import reference_comparison, sets_beside
 
     bert = ROOT / "results/bert/h100"
-    shutil.copytree(bert / "ts-trace_fp16", tmp_path / "h100/ts-trace_fp16")
+    folder = bert / "ts-trace_fp16"
+    shutil.copytree(folder, tmp_path / "h100/ts-trace_fp16")
+    shutil.copytree(folder, tmp_path / "h300/ts-trace_fp16")  # another key's folder
     python = bert / "python-served-2026-11-27"
-    for name, date, settings in (("old-2026-11-01", "2026-11-01T00:00:00+00:00", {}),
-                                 ("new-2026-11-02", "2026-11-02T00:00:00+00:00", {}),
-                                 ("grpc-2026-11-03", "2026-11-03T00:00:00+00:00",
-                                  {"measurement_request_count": 500})):
-        shutil.copytree(python, tmp_path / "h100" / name)
-        ran_at = tmp_path / "h100" / name / "ts-trace_fp16/offline.json"
+    for where, date, settings, source in (
+            ("h100/old-2026-11-01", "2026-11-01", {}, python),
+            ("h100/new-2026-11-02", "2026-11-02", {}, python),
+            ("h100/grpc-2026-11-03", "2026-11-03", {"measurement_request_count": 500}, python),
+            ("h100/same-2026-11-04", "2026-11-04", {}, folder),
+            ("h200/python-2026-11-05", "2026-11-05", {}, python),  # no folder on h200
+            ("h200/native-2026-11-06", "2026-11-06", {}, folder),
+            ("h300/same-2026-11-07", "2026-11-07", {}, folder)):  # served as h300's folder
+        shutil.copytree(source, tmp_path / where / "ts-trace_fp16") if source == folder \
+            else shutil.copytree(source, tmp_path / where)
+        (tmp_path / where / "NOTES.md").write_text(f"# {where}\n")
+        ran_at = tmp_path / where / "ts-trace_fp16/offline.json"
         ran = json.loads(ran_at.read_text())
-        ran["provenance"]["date"] = date
+        ran["provenance"]["date"] = f"{date}T00:00:00+00:00"
         ran["perf_analyzer_settings"] |= settings
         ran_at.write_text(json.dumps(ran))
-    shutil.copytree(tmp_path / "h100/ts-trace_fp16",
-                    tmp_path / "h100/same-2026-11-04/ts-trace_fp16")
-    (tmp_path / "h100/same-2026-11-04/NOTES.md").write_text("# served the same way\n")
-    configs = [tmp_path / "h100/ts-trace_fp16/README.md"]
-    sets = sorted(p.parent for p in tmp_path.glob("h100/*/NOTES.md"))
-    beside = served_other_ways(configs, sets)
-    assert beside == [tmp_path / "h100/new-2026-11-02/ts-trace_fp16/README.md"]
-    table = reference_comparison(configs + beside, ROOT / "config/reference/tables.csv",
+    configs = [tmp_path / f"{key}/ts-trace_fp16/README.md" for key in ("h100", "h300")]
+    sets = sorted(p.parent for p in tmp_path.glob("*/*/NOTES.md"))
+    beside = sets_beside(configs, sets)
+    assert beside == [tmp_path / f"{where}/ts-trace_fp16/README.md" for where in
+                      ("h100/new-2026-11-02", "h200/native-2026-11-06",
+                       "h200/python-2026-11-05")], beside
+    table = reference_comparison(configs[:1] + beside, ROOT / "config/reference/tables.csv",
                                  "004_0e3f950e04427afa.txt", {}, "offline")
     measured = pd.read_csv(python / "ts-trace_fp16/offline.csv")
     system = measured[measured["Shared memory"] == "system"].set_index("Batch")
-    column = table.set_index("Batch")["h100 new-2026-11-02/ts-trace_fp16 (served by python)"]
-    assert np.allclose(column.loc[system.index], system["Inferences/Second"])
+    for label in ("h100 new-2026-11-02", "h200 python-2026-11-05"):
+        column = table.set_index("Batch")[f"{label}/ts-trace_fp16 (served by python)"]
+        assert np.allclose(column.loc[system.index], system["Inferences/Second"])
     assert "h100 ts-trace_fp16 (served by deploybench)" in table
+    assert "h200 native-2026-11-06/ts-trace_fp16 (served by deploybench)" in table
 
 
 # What the lent H100 cannot run: TensorRT (its libraries are not on the package index) and
@@ -402,8 +413,8 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
 
 
 def test_cpu_results_sit_beside_the_published_rows_with_the_hardware_said(tmp_path):
-    """DLRM has no GPU set here: its CPU configurations stand beside its document's
-    tables, the hardware difference said."""
+    """DLRM's CPU configurations stand beside its document's tables, the hardware
+    difference said."""
     import yaml
 
     from deploybench.config import Settings

@@ -26,7 +26,7 @@ from .reference import (
     reference_comparison,
     reference_latencies,
     reference_settings,
-    served_other_ways,
+    sets_beside,
 )
 from .served_native import at_max_batch, served_vs_native
 
@@ -130,8 +130,9 @@ CPU_BESIDE = (" The `cpu` columns ran on the CPU key (the host's CPUs, named in 
 
 
 SERVED_OTHERWISE = (" A `<gpu> <set>/<configuration>` column is the configuration of that "
-                    "name measured as its folder's was but served another way (`served "
-                    "by`): the newest dated set that did.")
+                    "name measured as its folder's was, from the newest dated set that did: "
+                    "served another way (`served by`) on the folder's GPU key, or on a key "
+                    "with no folder of that name.")
 
 
 def _in_sets(configs: list[Path]) -> bool:
@@ -286,8 +287,8 @@ def model_page(spec: dict, configs: list[Path], out: Path, offline_frontier: Pat
     reference = spec.get("reference")
     table = pd.DataFrame([_configuration_row(readme) for readme in configs])
     dated = dated_sets_table(out)
-    # beside the published tables, each configuration's other ways of serving too
-    beside = configs + served_other_ways(configs, layout.dated_sets(out))
+    # beside the published tables, each configuration's other ways of serving and machines
+    beside = configs + sets_beside(configs, layout.dated_sets(out))
     lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
     return lines, PAGE.format(
         title=spec["title"], headline=lines, model=spec["model"],

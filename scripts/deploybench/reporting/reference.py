@@ -48,12 +48,14 @@ def _measured_as(folder: Path) -> tuple:
     return settings, ran["triton"], export_precision(ran)
 
 
-def served_other_ways(configs: list[Path], sets: list[Path]) -> list[Path]:
-    """Beside each configuration folder (its README in `configs`), for each other way of
-    serving, the newest configuration of the dated `sets` of the same GPU key and name that
-    measured it as the folder did (_measured_as) but was served that way: the python
-    backend's side of a reference pair the C++ backend serves. Their (unbuilt) README
-    paths, as `configs` name configurations."""
+def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
+    """Beside each configuration folder (its README in `configs`), the newest configuration
+    of the dated `sets` of the same name that measured it as the folder did (_measured_as),
+    for each GPU key and way of serving: on the folder's own key, each way other than the
+    folder's (the python backend's side of a reference pair the C++ backend serves); on a
+    key with no folder of that name, every way (a pair's side measured on another machine).
+    Their (unbuilt) README paths, as `configs` name configurations."""
+    folders = {(layout.configuration_of(r.parent)["gpu"], r.parent.name) for r in configs}
     newest: dict[tuple, tuple[str, Path]] = {}
     for readme in configs:
         folder = readme.parent
@@ -62,15 +64,17 @@ def served_other_ways(configs: list[Path], sets: list[Path]) -> list[Path]:
         own, gpu = _served_by(folder), layout.configuration_of(folder)["gpu"]
         measured = _measured_as(folder)
         for kept in sets:
-            other = kept / folder.name
-            if kept.parent.name != gpu or not (other / "offline.json").is_file():
+            other, key = kept / folder.name, kept.parent.name
+            if not (other / "offline.json").is_file() or \
+                    (key != gpu and (key, folder.name) in folders):
                 continue
             way = _served_by(other)
-            if way in ((), own) or _measured_as(other) != measured:
+            if way == () or (key == gpu and way == own) or _measured_as(other) != measured:
                 continue
             date = json.loads((other / "offline.json").read_text())["provenance"]["date"]
-            if (folder, way) not in newest or date > newest[folder, way][0]:
-                newest[folder, way] = (date, other / "README.md")
+            slot = (key, folder.name, way)  # one a key, name and way: folders may share it
+            if slot not in newest or date > newest[slot][0]:
+                newest[slot] = (date, other / "README.md")
     return sorted(readme for _, readme in newest.values())
 
 
