@@ -86,7 +86,8 @@ start_ready() {  # each GPU's first run that has not ended, where none of its ru
             ready)
                 mkdir -p "$out/$name"
                 # shellcheck disable=SC2086  # the targets, one word each
-                PYTHONPATH=$pythonpath CUDA_VISIBLE_DEVICES=$gpu DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
+                PYTHONPATH=$pythonpath CUDA_VISIBLE_DEVICES=$gpu \
+                    DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
                     RUNFILE=${runfiles//,/ } DETACH=1 taskset -c \
                     "$((gpu * share))-$((gpu * share + share - 1))" \
                     bash scripts/gpu_session.sh 0 $targets >/dev/null 2>&1

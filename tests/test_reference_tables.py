@@ -336,8 +336,10 @@ def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
             ("h200/python-2026-11-05", "2026-11-05", {}, python),  # no folder on h200
             ("h200/native-2026-11-06", "2026-11-06", {}, folder),
             ("h300/same-2026-11-07", "2026-11-07", {}, folder)):  # served as h300's folder
-        shutil.copytree(source, tmp_path / where / "ts-trace_fp16") if source == folder \
-            else shutil.copytree(source, tmp_path / where)
+        if source == folder:  # a configuration folder: into a set of its own
+            shutil.copytree(source, tmp_path / where / "ts-trace_fp16")
+        else:
+            shutil.copytree(source, tmp_path / where)
         (tmp_path / where / "NOTES.md").write_text(f"# {where}\n")
         ran_at = tmp_path / where / "ts-trace_fp16/offline.json"
         ran = json.loads(ran_at.read_text())
