@@ -236,6 +236,25 @@ def test_settings_of_the_published_tables_sit_beside_what_ran():
     ran = json.loads((folder / "offline.json").read_text())["perf_analyzer_settings"]
     assert ran["measurement_mode"] == "time_windows" and ours["Request count (offline)"] == ""
     assert ours["Windows (offline)"] == f"{ran['measurement_interval_ms'] / 1000:g} s windows"
+    assert ours["Warm-up (online)"] == ours["Protocol (online)"] == ""  # no online.json
+    # the online runner's settings from online.json, beside the offline one's: FastPitch's
+    # warms at concurrency max/2 and max in six of its 10-s windows; TFT's online shares
+    # no memory where its offline did
+    folder = ROOT / "results" / "fastpitch" / "h200" / "ts-trace_fp16"
+    table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
+                               "001_a05501836336c82b.txt", {"sequence_length": 128})
+    ours = table.set_index("Setting")["h200 ts-trace_fp16"]
+    assert ours["Warm-up (online)"] == ("3 windows of 60 s at batch 1 x concurrency max/2, "
+                                        "batch 1 x concurrency max")
+    assert ours["Warm-up (offline)"] == ("3 windows of 60 s at batch 1 x concurrency 8, "
+                                         "batch 1 x concurrency 16")
+    assert (ours["Protocol (online)"], ours["Windows (online)"]) == ("HTTP", "10 s windows")
+    folder = ROOT / "results" / "tft" / "h100" / "ts-trace-cg_fp16"
+    table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
+                               "002_86a4b5901d69b16e.txt", {"dataset": "electricity"})
+    ours = table.set_index("Setting")["h100 ts-trace-cg_fp16"]
+    assert (ours["Shared memory (offline)"], ours["Shared memory (online)"]) == (
+        "system", "none")
 
 
 def test_reports_show_the_export_precision_a_configuration_ran(tmp_path):

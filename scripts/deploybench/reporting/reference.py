@@ -143,33 +143,43 @@ def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
     return table[[*keys, "Configuration", *columns]].reset_index(drop=True)
 
 
+def _perf_settings_of(scenario: str) -> dict:
+    """How perf_analyzer measured a scenario: the published tables do not say (their
+    documents' runners did, and the online runners differ from the offline ones)."""
+    return {f"{key}_{scenario}": (
+                f"{name} ({scenario})", scenario,
+                lambda ran, backend, read=read: read(ran["perf_analyzer_settings"]))
+            for key, name, read in (
+                ("protocol", "Protocol", lambda measured: measured.get("protocol", "").upper()),
+                ("shared_memory", "Shared memory", shared_memory),
+                ("windows", "Windows", windows),
+                ("warm_up", "Warm-up", warm_up))}
+
+
 # The published settings of a series (reference column) and ours, from what a
-# configuration's offline.json recorded (and its backend).
+# configuration's scenario JSONs recorded (and its backend): setting -> (row, scenario, read).
 _SETTINGS = {
-    "max_batch_size": ("Max batch size", lambda ran, backend: ran["triton"]["max_batch_size"]),
-    "number_of_model_instances": ("Number of model instances",
+    "max_batch_size": ("Max batch size", "offline",
+                       lambda ran, backend: ran["triton"]["max_batch_size"]),
+    "number_of_model_instances": ("Number of model instances", "offline",
                                   lambda ran, backend: ran["triton"]["instances"]),
-    "triton_max_queue_delay": ("Triton max queue delay (us)",
+    "triton_max_queue_delay": ("Triton max queue delay (us)", "offline",
                                lambda ran, backend: ran["triton"]["max_queue_delay_us"]),
     "triton_preferred_batch_sizes": (
-        "Triton preferred batch sizes",
+        "Triton preferred batch sizes", "offline",
         lambda ran, backend: " ".join(map(str, ran["triton"]["preferred_batch_sizes"]))),
     "request_count": (
-        "Request count (offline)",
+        "Request count (offline)", "offline",
         lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")
         if ran["perf_analyzer_settings"].get("measurement_mode") != "time_windows" else None),
-    "export_precision": ("Export precision", lambda ran, backend: export_precision(ran).upper()),
+    "export_precision": ("Export precision", "offline",
+                         lambda ran, backend: export_precision(ran).upper()),
     "nvidia_tensorrt_capture_cuda_graph": (
-        "TensorRT CUDA graphs",
+        "TensorRT CUDA graphs", "offline",
         lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
         if backend.endswith("trt") else None),
-    # how perf_analyzer measured (the published tables do not say: their documents' runners)
-    "protocol": ("Protocol (offline)",
-                 lambda ran, backend: ran["perf_analyzer_settings"].get("protocol", "").upper()),
-    "shared_memory": ("Shared memory (offline)",
-                      lambda ran, backend: shared_memory(ran["perf_analyzer_settings"])),
-    "windows": ("Windows (offline)", lambda ran, backend: windows(ran["perf_analyzer_settings"])),
-    "warm_up": ("Warm-up (offline)", lambda ran, backend: warm_up(ran["perf_analyzer_settings"])),
+    **_perf_settings_of("offline"),
+    **_perf_settings_of("online"),
 }
 
 
@@ -191,15 +201,17 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
     for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
         values = tuple(_setting(rows[c].iloc[0]) if c in rows else "" for c in _SETTINGS)
         columns.setdefault(values, []).append(_series_label(series).removesuffix(" (reference)"))
-    table = pd.DataFrame({"Setting": [name for name, _ in _SETTINGS.values()]})
+    table = pd.DataFrame({"Setting": [name for name, _, _ in _SETTINGS.values()]})
     for values, labels in columns.items():
         table[", ".join(labels) + " (reference)"] = values
     for readme in configs:
         folder = readme.parent
         where = layout.configuration_of(folder)
-        ran = json.loads((folder / "offline.json").read_text())
-        table[configuration_label(folder)] = [_setting(read(ran, where["backend"]))
-                                  for _, read in _SETTINGS.values()]
+        ran = {scenario: json.loads(path.read_text()) for scenario in ("offline", "online")
+               if (path := folder / f"{scenario}.json").is_file()}
+        table[configuration_label(folder)] = [
+            _setting(read(ran[scenario], where["backend"])) if scenario in ran else ""
+            for _, scenario, read in _SETTINGS.values()]
     return table
 
 
