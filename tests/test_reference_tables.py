@@ -335,9 +335,10 @@ def test_the_model_report_lists_the_dated_sets_with_what_each_measured():
 def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
     """Beside BERT's natively served reference pair, the newest dated set that measured the
     same configuration as its folder did but through the python backend, and on a GPU key
-    with no folder of that name, the newest of each way; an older such set, one served the
-    same way on the folder's key, one measured otherwise, and one on a key that has a folder
-    of that name, served as that folder is, stay out."""
+    with no folder of that name, the newest of each way (one without an online table among
+    them); an older such set, one served the same way on the folder's key, one measured
+    otherwise offline or online, and one on a key that has a folder of that name, served as
+    that folder is, stay out."""
     import shutil
 
     from deploybench.reporting.reference import reference_comparison, sets_beside
@@ -354,7 +355,9 @@ def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
             ("h100/same-2026-11-04", "2026-11-04", {}, folder),
             ("h200/python-2026-11-05", "2026-11-05", {}, python),  # no folder on h200
             ("h200/native-2026-11-06", "2026-11-06", {}, folder),
-            ("h300/same-2026-11-07", "2026-11-07", {}, folder)):  # served as h300's folder
+            ("h300/same-2026-11-07", "2026-11-07", {}, folder),  # served as h300's folder
+            ("h100/online-2026-11-08", "2026-11-08", {"online": {"protocol": "grpc"}}, python),
+            ("h200/offline-2026-11-09", "2026-11-09", {"online": None}, python)):
         if source == folder:  # a configuration folder: into a set of its own
             shutil.copytree(source, tmp_path / where / "ts-trace_fp16")
         else:
@@ -363,19 +366,28 @@ def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
         ran_at = tmp_path / where / "ts-trace_fp16/offline.json"
         ran = json.loads(ran_at.read_text())
         ran["provenance"]["date"] = f"{date}T00:00:00+00:00"
+        online = settings.pop("online", {})
         ran["perf_analyzer_settings"] |= settings
         ran_at.write_text(json.dumps(ran))
+        online_at = ran_at.with_name("online.json")
+        if online is None:  # offline only
+            online_at.unlink()
+            online_at.with_suffix(".csv").unlink()
+        elif online:
+            ran = json.loads(online_at.read_text())
+            ran["perf_analyzer_settings"] |= online
+            online_at.write_text(json.dumps(ran))
     configs = [tmp_path / f"{key}/ts-trace_fp16/README.md" for key in ("h100", "h300")]
     sets = sorted(p.parent for p in tmp_path.glob("*/*/NOTES.md"))
     beside = sets_beside(configs, sets)
     assert beside == [tmp_path / f"{where}/ts-trace_fp16/README.md" for where in
                       ("h100/new-2026-11-02", "h200/native-2026-11-06",
-                       "h200/python-2026-11-05")], beside
+                       "h200/offline-2026-11-09")], beside
     table = reference_comparison(configs[:1] + beside, ROOT / "config/reference/tables.csv",
                                  "004_0e3f950e04427afa.txt", {}, "offline")
     measured = pd.read_csv(python / "ts-trace_fp16/offline.csv")
     system = measured[measured["Shared memory"] == "system"].set_index("Batch")
-    for label in ("h100 new-2026-11-02", "h200 python-2026-11-05"):
+    for label in ("h100 new-2026-11-02", "h200 offline-2026-11-09"):
         column = table.set_index("Batch")[f"{label}/ts-trace_fp16 (served by python)"]
         assert np.allclose(column.loc[system.index], system["Inferences/Second"])
     assert "h100 ts-trace_fp16 (served by deploybench)" in table

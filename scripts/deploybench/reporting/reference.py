@@ -40,12 +40,24 @@ def _served_by(folder: Path) -> tuple:
 
 
 def _measured_as(folder: Path) -> tuple:
-    """What must agree for two measurements of a configuration to stand side by side: how
-    perf_analyzer measured (how many warm-up windows aside: discarded, and recorded only
-    since 2026-11-28), the Triton settings and the export's precision."""
-    ran = json.loads((folder / "offline.json").read_text())
-    settings = {k: v for k, v in ran["perf_analyzer_settings"].items() if k != "warmup_trials"}
-    return settings, ran["triton"], export_precision(ran)
+    """What must agree for two measurements of a configuration to stand side by side, per
+    scenario (offline; online, None where not measured): how perf_analyzer measured (how many
+    warm-up windows aside: discarded, and recorded only since 2026-11-28), the Triton
+    settings and the export's precision."""
+    def of(scenario: str) -> tuple | None:
+        path = folder / f"{scenario}.json"
+        if not path.is_file():
+            return None
+        ran = json.loads(path.read_text())
+        settings = {k: v for k, v in ran["perf_analyzer_settings"].items()
+                    if k != "warmup_trials"}
+        return settings, ran["triton"], export_precision(ran)
+    return of("offline"), of("online")
+
+
+def _alike(one: tuple, other: tuple) -> bool:
+    """Measured alike (_measured_as): offline the same, and online too where both have it."""
+    return one[0] == other[0] and (None in (one[1], other[1]) or one[1] == other[1])
 
 
 def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
@@ -69,7 +81,8 @@ def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
                     (key != gpu and (key, folder.name) in folders):
                 continue
             way = _served_by(other)
-            if way == () or (key == gpu and way == own) or _measured_as(other) != measured:
+            if way == () or (key == gpu and way == own) or \
+                    not _alike(_measured_as(other), measured):
                 continue
             date = json.loads((other / "offline.json").read_text())["provenance"]["date"]
             slot = (key, folder.name, way)  # one a key, name and way: folders may share it
