@@ -39,25 +39,26 @@ def _served_by(folder: Path) -> tuple:
         else ()
 
 
-def _measured_as(folder: Path) -> tuple:
-    """What must agree for two measurements of a configuration to stand side by side, per
-    scenario (offline; online, None where not measured): how perf_analyzer measured (how many
-    warm-up windows aside: discarded, and recorded only since 2026-11-28), the Triton
-    settings and the export's precision."""
-    def of(scenario: str) -> tuple | None:
-        path = folder / f"{scenario}.json"
-        if not path.is_file():
-            return None
-        ran = json.loads(path.read_text())
-        settings = {k: v for k, v in ran["perf_analyzer_settings"].items()
-                    if k != "warmup_trials"}
-        return settings, ran["triton"], export_precision(ran)
-    return of("offline"), of("online")
+def _scenarios_ran(folder: Path) -> dict:
+    """What a configuration folder's scenario JSONs recorded, offline and online, by scenario
+    (those it holds)."""
+    return {scenario: json.loads(path.read_text()) for scenario in ("offline", "online")
+            if (path := folder / f"{scenario}.json").is_file()}
 
 
-def _alike(one: tuple, other: tuple) -> bool:
+def _measured_as(folder: Path) -> dict:
+    """What must agree for two measurements of a configuration to stand side by side, by
+    scenario measured: how perf_analyzer measured (how many warm-up windows aside: discarded,
+    and recorded only since 2026-11-28), the Triton settings and the export's precision."""
+    return {scenario: ({k: v for k, v in ran["perf_analyzer_settings"].items()
+                        if k != "warmup_trials"}, ran["triton"], export_precision(ran))
+            for scenario, ran in _scenarios_ran(folder).items()}
+
+
+def _alike(one: dict, other: dict) -> bool:
     """Measured alike (_measured_as): offline the same, and online too where both have it."""
-    return one[0] == other[0] and (None in (one[1], other[1]) or one[1] == other[1])
+    both = one.keys() & other.keys()
+    return "offline" in both and all(one[scenario] == other[scenario] for scenario in both)
 
 
 def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
@@ -220,8 +221,7 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
     for readme in configs:
         folder = readme.parent
         where = layout.configuration_of(folder)
-        ran = {scenario: json.loads(path.read_text()) for scenario in ("offline", "online")
-               if (path := folder / f"{scenario}.json").is_file()}
+        ran = _scenarios_ran(folder)
         table[configuration_label(folder)] = [
             _setting(read(ran[scenario], where["backend"])) if scenario in ran else ""
             for _, scenario, read in _SETTINGS.values()]
