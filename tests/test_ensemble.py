@@ -57,7 +57,8 @@ def full_lookup(storage, offsets, sizes, ids):
 @pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1, 0.5, 1.0])
 def test_lookups_through_the_cache_equal_the_full_table(tmp_path, fraction, engine):
     storage, offsets, ranking = sparse_dir(tmp_path / "sparse")
-    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", fraction, engine=engine)
+    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", fraction, engine=engine,
+                                        placement="cache")
     rng = np.random.default_rng(1)
     # any int64 id: negative, beyond the table, and the ranked (cached) rows themselves
     ids = rng.integers(-10**12, 10**12, size=(300, len(SIZES)))
@@ -306,7 +307,8 @@ def test_a_batch_becomes_one_flattened_request(settings):
 @pytest.mark.parametrize("engine", ["numpy", "torch"])
 def test_lookups_of_the_flattened_keys_equal_the_ids_lookups(tmp_path, engine):
     storage, offsets, _ = sparse_dir(tmp_path / "sparse")
-    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", 0.1, engine=engine)
+    embeddings = HierarchicalEmbeddings(tmp_path / "sparse", 0.1, engine=engine,
+                                        placement="cache")
     ids = np.random.default_rng(2).integers(-10**6, 10**6, size=(40, len(SIZES)))
     keys = fused_keys(ids, SIZES)
     np.testing.assert_array_equal(embeddings.lookup_keys(keys),

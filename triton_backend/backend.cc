@@ -1,7 +1,7 @@
 // The deploybench backend: Triton's entry points. It serves the pipeline's converted
-// PyTorch artifacts (TorchScript, AOTInductor packages, either one as CUDA graphs) with
-// libtorch inside the server's process, where the python backend runs them in a stub
-// process behind shared-memory copies. Errors while loading make the model unavailable
+// artifacts inside the server's process (PyTorch's with libtorch, ONNX with ONNX Runtime, a
+// recommender's embedding lookups), where the python backend runs them in a stub process
+// behind shared-memory copies. Errors while loading make the model unavailable
 // with the reason; errors while serving become error responses, and the server serves on.
 #include <c10/util/Exception.h>
 #include <torch/cuda.h>
@@ -101,6 +101,9 @@ TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend*) {
 #else
            ", CPU only"
 #endif
+#ifdef DEPLOYBENCH_ONNXRUNTIME
+           ", onnxruntime " DEPLOYBENCH_ONNXRUNTIME_VERSION
+#endif
   );
   return nullptr;
 }
@@ -166,12 +169,14 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     }
     auto started = std::chrono::steady_clock::now();
     auto state = std::make_unique<Instance>(instance, spec, device);
+    std::string loaded = state->engine().describe();
     RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceSetState(instance, state.get()));
     state.release();
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
                          .count();
     log_info("deploybench: instance " + std::string(name) + " loaded its " + spec.runner +
-             " engine on " + device.str() + " in " + std::to_string(seconds) + " s");
+             " engine on " + device.str() + " in " + std::to_string(seconds) + " s" +
+             (loaded.empty() ? "" : ": " + loaded));
     return nullptr;
   });
 }
@@ -189,8 +194,13 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
   void* state = nullptr;
   RETURN_IF_ERROR(TRITONBACKEND_ModelInstanceState(instance, &state));
   fold_warnings();  // a thread-local pointer's store
-  // Every request is answered and released inside, with an error response where it fails.
-  static_cast<Instance*>(state)->execute(requests, request_count);
+  // Every request is answered and released inside, with an error response where it fails;
+  // no exception leaves the backend (execute catches its own; this is the last guard).
+  try {
+    static_cast<Instance*>(state)->execute(requests, request_count);
+  } catch (const std::exception& e) {
+    log_message(TRITONSERVER_LOG_ERROR, std::string("deploybench backend: ") + e.what());
+  }
   return nullptr;
 }
 

@@ -145,9 +145,15 @@ class CudaGraphs : public Engine {
 }  // namespace
 
 bool known_runner(const std::string& runner) {
-  static const std::set<std::string> known{"torch", "torch-cudagraph", "aoti", "aoti-cudagraph",
+  static const std::set<std::string> known{"torch",       "torch-cudagraph", "aoti",
+                                           "aoti-cudagraph", "onnxruntime", "embeddings",
                                            "identity"};
   return known.count(runner) > 0;
+}
+
+void strict_fp32() {
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
 }
 
 bool needs_gpu(const std::string& runner) {
@@ -163,6 +169,9 @@ std::vector<int64_t> graph_buckets(int64_t max_batch_size) {
 std::unique_ptr<Engine> load_engine(const EngineSpec& spec) {
   if (!known_runner(spec.runner)) throw std::runtime_error("unknown runner '" + spec.runner + "'");
   if (spec.runner == "identity") return std::make_unique<Identity>(spec.outputs, spec.device);
+  if (spec.runner == "onnxruntime") return load_onnxruntime(spec);
+  if (spec.runner == "embeddings") return load_embeddings(spec);
+  if (!spec.fp16 && spec.device.is_cuda()) strict_fp32();
   bool graphs = needs_gpu(spec.runner);
   std::unique_ptr<Engine> engine;
   if (spec.runner.rfind("aoti", 0) == 0)

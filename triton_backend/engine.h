@@ -1,13 +1,17 @@
 // The engines the backend runs a model with, behind one interface: TorchScript
 // (torch::jit), an AOTInductor package (AOTIModelPackageLoader), either one replayed as CUDA
-// graphs (one graph per power-of-two batch bucket), and the identity (zeros of the outputs,
-// at no cost: the floor of serving). They run on the current device and CUDA stream.
+// graphs (one graph per power-of-two batch bucket), ONNX Runtime (its C API: CPU or CUDA
+// execution provider), a recommender's embedding lookups (embeddings.h), and the identity
+// (zeros of the outputs, at no cost: the floor of serving). They run on the current device
+// and CUDA stream.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,12 +24,23 @@ struct TensorSpec {
 };
 
 struct EngineSpec {
-  std::string runner;  // torch, torch-cudagraph, aoti, aoti-cudagraph, identity
-  std::string path;    // the converted artifact
+  std::string runner;  // torch, torch-cudagraph, aoti, aoti-cudagraph, onnxruntime,
+                       // embeddings, identity
+  std::string path;    // the converted artifact (the embeddings: their folder)
   bool fp16 = false;   // an FP16 model: floating inputs are cast to half for it
   at::Device device = at::kCPU;
+  void* stream = nullptr;  // the instance's CUDA stream (ONNX Runtime runs on it)
+  int threads = 1;         // intra-op threads of a CPU instance
   int64_t max_batch_size = 0;
-  std::vector<TensorSpec> outputs;  // the identity's zeros
+  std::vector<TensorSpec> inputs, outputs;  // ONNX Runtime binds by name; the identity's zeros
+  std::map<std::string, std::string> parameters;  // the config's, as strings
+};
+
+// Counts an engine keeps per table (an embedding store's lookups and device hits, since load),
+// which the instance reports as Triton metrics.
+struct TableCounts {
+  const std::vector<uint64_t>* lookups = nullptr;
+  const std::vector<uint64_t>* hits = nullptr;
 };
 
 class Engine {
@@ -35,6 +50,9 @@ class Engine {
   virtual bool takes_half() const { return true; }
   // Whether run() reads its inputs' values (else it gets them uninitialised, where they lie).
   virtual bool reads_inputs() const { return true; }
+  virtual std::optional<TableCounts> table_counts() const { return std::nullopt; }
+  // What it loaded, for the server log.
+  virtual std::string describe() const { return ""; }
   virtual std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) = 0;
 };
 
@@ -44,6 +62,14 @@ bool needs_gpu(const std::string& runner);
 
 // The engine of `spec`; throws with the reason where it cannot load.
 std::unique_ptr<Engine> load_engine(const EngineSpec& spec);
+// The engines of other files, which load_engine picks.
+std::unique_ptr<Engine> load_onnxruntime(const EngineSpec& spec);
+std::unique_ptr<Engine> load_embeddings(const EngineSpec& spec);
+
+// FP32 means FP32 on a GPU: TF32 off for cuDNN (convolutions, RNNs) and cuBLAS matmuls, as
+// the python runners have it. The flags are the process's, so every model of the server runs
+// strict once an FP32 one loads (a server measures one configuration, and its floor).
+void strict_fp32();
 
 // The batch sizes a CUDA graph is captured at: powers of two up to the max batch size, and it.
 std::vector<int64_t> graph_buckets(int64_t max_batch_size);

@@ -20,8 +20,8 @@
 namespace deploybench {
 
 Instance::Instance(TRITONBACKEND_ModelInstance* triton, const ModelSpec& model,
-                   at::Device device)
-    : triton_(triton), model_(model), device_(device) {
+                   at::Device device, std::unique_ptr<Engine> engine)
+    : triton_(triton), model_(model), device_(device), engine_(std::move(engine)) {
 #ifdef DEPLOYBENCH_CUDA
   std::optional<c10::cuda::CUDAGuard> guard;
   if (device_.is_cuda()) {
@@ -31,7 +31,15 @@ Instance::Instance(TRITONBACKEND_ModelInstance* triton, const ModelSpec& model,
         c10::cuda::getStreamFromPool(false, device_.index()));
   }
 #endif
-  engine_ = load_engine(model_.engine(device_));
+  if (!engine_) {
+    EngineSpec spec = model_.engine(device_);
+#ifdef DEPLOYBENCH_CUDA
+    if (stream_) spec.stream = stream_->stream();
+#endif
+    engine_ = load_engine(spec);
+  }
+  if (auto counts = engine_->table_counts())
+    metrics_ = std::make_unique<TableMetrics>(model_.name, counts->lookups->size());
   const char* every = std::getenv("DEPLOYBENCH_PROFILE_EVERY");
   profile_every_ = every ? std::max<int64_t>(0, std::strtoll(every, nullptr, 10)) : 0;
 }
@@ -113,7 +121,12 @@ void Instance::execute(TRITONBACKEND_Request** requests, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
     all[i].request = requests[i];
     all[i].error = failed(TRITONBACKEND_ResponseNew(&all[i].response, requests[i]));
-    if (all[i].error.empty()) read_request(all[i]);
+    if (!all[i].error.empty()) continue;
+    try {
+      read_request(all[i]);
+    } catch (const std::exception& e) {
+      all[i].error = e.what();
+    }
   }
   // One engine run per group of requests whose samples have the same shapes.
   auto same_samples = [](const Request& a, const Request& b) {
@@ -182,6 +195,7 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
   }
   if (error.empty()) {
     profile(times);
+    if (metrics_) metrics_->update(*engine_->table_counts());
     failed(TRITONBACKEND_ModelInstanceReportBatchStatistics(
         triton_, total, times.exec_start, times.compute_start, times.compute_end,
         times.exec_end));

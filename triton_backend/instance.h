@@ -16,6 +16,7 @@
 #endif
 
 #include "engine.h"
+#include "metrics.h"
 #include "model.h"
 #include "triton_api.h"
 
@@ -23,7 +24,10 @@ namespace deploybench {
 
 class Instance {
  public:
-  Instance(TRITONBACKEND_ModelInstance* triton, const ModelSpec& model, at::Device device);
+  // `engine`: one made elsewhere (the unit tests'); by default the model's, loaded here.
+  Instance(TRITONBACKEND_ModelInstance* triton, const ModelSpec& model, at::Device device,
+           std::unique_ptr<Engine> engine = nullptr);
+  const Engine& engine() const { return *engine_; }
   void execute(TRITONBACKEND_Request** requests, uint32_t count);
 
  private:
@@ -55,6 +59,7 @@ class Instance {
   const ModelSpec& model_;
   at::Device device_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<TableMetrics> metrics_;  // an engine's per-table counts, where it keeps some
   at::Tensor staging_in_, staging_out_;  // pinned host memory of a GPU instance
   bool threads_set_ = false;
   // DEPLOYBENCH_PROFILE_EVERY=N: every N executions, the mean time of their phases in the

@@ -86,11 +86,13 @@ ModelSpec ModelSpec::from_config(const std::string& text, const std::string& dir
   spec.max_batch_size = config["max_batch_size"].integer();
   spec.inputs = tensors(config["input"], "input");
   spec.outputs = tensors(config["output"], "output");
+  for (const auto& [key, value] : config["parameters"].members)
+    spec.parameters[key] = value["string_value"].string();
   spec.runner = parameter(config, "runner", "");
   if (!known_runner(spec.runner))
     throw std::runtime_error("parameter runner '" + spec.runner +
                              "' is not one this backend serves (valid: torch, torch-cudagraph, "
-                             "aoti, aoti-cudagraph, identity)");
+                             "aoti, aoti-cudagraph, onnxruntime, embeddings, identity)");
   spec.precision = parameter(config, "precision", "fp32");
   if (spec.precision != "fp32" && spec.precision != "fp16")
     throw std::runtime_error("parameter precision '" + spec.precision +
@@ -122,8 +124,11 @@ EngineSpec ModelSpec::engine(at::Device device) const {
   engine.path = directory + "/" + artifact;
   engine.fp16 = precision == "fp16";
   engine.device = device;
+  engine.threads = cpu_threads;
   engine.max_batch_size = max_batch_size;
+  engine.inputs = inputs;
   engine.outputs = outputs;
+  engine.parameters = parameters;
   return engine;
 }
 

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct ModelSpec {
   int64_t max_batch_size = 0;
   std::vector<TensorSpec> inputs, outputs;
   std::string runner, precision, artifact;
+  std::map<std::string, std::string> parameters;  // every parameter's string value
   int cpu_threads = 0;  // intra-op threads of a CPU instance
 
   // Reads and checks a config; throws naming what is wrong and what would be valid.

@@ -18,6 +18,9 @@ struct TRITONBACKEND_Request;
 struct TRITONBACKEND_Response;
 struct TRITONBACKEND_Input;
 struct TRITONBACKEND_Output;
+struct TRITONSERVER_Parameter;
+struct TRITONSERVER_MetricFamily;
+struct TRITONSERVER_Metric;
 
 typedef enum {
   TRITONSERVER_TYPE_INVALID,
@@ -70,6 +73,20 @@ typedef enum {
 
 typedef enum { TRITONBACKEND_ARTIFACT_FILESYSTEM } TRITONBACKEND_ArtifactType;
 
+typedef enum {
+  TRITONSERVER_PARAMETER_STRING,
+  TRITONSERVER_PARAMETER_INT,
+  TRITONSERVER_PARAMETER_BOOL,
+  TRITONSERVER_PARAMETER_DOUBLE,
+  TRITONSERVER_PARAMETER_BYTES
+} TRITONSERVER_ParameterType;
+
+typedef enum {
+  TRITONSERVER_METRIC_KIND_COUNTER,
+  TRITONSERVER_METRIC_KIND_GAUGE,
+  TRITONSERVER_METRIC_KIND_HISTOGRAM
+} TRITONSERVER_MetricKind;
+
 constexpr uint32_t TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1;
 constexpr uint32_t TRITONSERVER_REQUEST_RELEASE_ALL = 1;
 constexpr uint32_t TRITONBACKEND_API_MAJOR = 1;
@@ -84,6 +101,20 @@ TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
 TRITONSERVER_Error* TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message* message,
                                                         const char** base, size_t* byte_size);
 TRITONSERVER_Error* TRITONSERVER_MessageDelete(TRITONSERVER_Message* message);
+TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(const char* name,
+                                                  const TRITONSERVER_ParameterType type,
+                                                  const void* value);
+void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter);
+TRITONSERVER_Error* TRITONSERVER_MetricFamilyNew(TRITONSERVER_MetricFamily** family,
+                                                 const TRITONSERVER_MetricKind kind,
+                                                 const char* name, const char* description);
+TRITONSERVER_Error* TRITONSERVER_MetricFamilyDelete(TRITONSERVER_MetricFamily* family);
+TRITONSERVER_Error* TRITONSERVER_MetricNew(TRITONSERVER_Metric** metric,
+                                           TRITONSERVER_MetricFamily* family,
+                                           const TRITONSERVER_Parameter** labels,
+                                           const uint64_t label_count);
+TRITONSERVER_Error* TRITONSERVER_MetricDelete(TRITONSERVER_Metric* metric);
+TRITONSERVER_Error* TRITONSERVER_MetricIncrement(TRITONSERVER_Metric* metric, double value);
 
 // tritonbackend.h: what the server provides
 TRITONSERVER_Error* TRITONBACKEND_ApiVersion(uint32_t* major, uint32_t* minor);

@@ -28,7 +28,7 @@ from .backends import (
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
 from .run_facts import shared_memory_modes
-from .step_specs import OFFLINE_ENSEMBLE
+from .step_specs import OFFLINE_ENSEMBLE, STORE_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
@@ -340,7 +340,7 @@ class Settings:
         ensemble = self.models[model].get("ensemble") or {}
         return {**self.export_settings(model),
                 "ensemble": {k: v for k, v in ensemble.items()
-                             if k != "cache_fraction" and k not in OFFLINE_ENSEMBLE}}
+                             if k not in STORE_SETTINGS and k not in OFFLINE_ENSEMBLE}}
 
     def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
         key = (model, gpu, backend, precision)

@@ -41,6 +41,10 @@ REQUEST_STEPS = {"accuracy": ("ensemble",),
                  "offline": ("ensemble", "plugin", "hparams", "data", "accuracy")}
 # The ensemble settings only the offline step reads: a change re-runs nothing else.
 OFFLINE_ENSEMBLE = ("perf_samples", "warmup_samples")
+# Where the sparse model keeps its rows (ensemble.parts.store): load-time settings, which no
+# export depends on, with the defaults a model's `ensemble` section may leave out.
+STORE_DEFAULTS = {"placement": "fit", "device_share": 0.5}
+STORE_SETTINGS = ("cache_fraction", *STORE_DEFAULTS)
 
 
 def step_spec(run: dict, step: str) -> dict:

@@ -17,7 +17,16 @@ from .. import atomic, plugins, single, source_model
 from ..files import link_tree
 from ..runners.embeddings import METADATA, RANKING, STORAGE, HierarchicalEmbeddings
 from . import requests
-from .parts import DENSE, SPARSE, dense_run, read_metadata, settings, sparse_index, split_model
+from .parts import (
+    DENSE,
+    SPARSE,
+    dense_run,
+    read_metadata,
+    settings,
+    sparse_index,
+    split_model,
+    store,
+)
 
 
 def export_sparse(model_settings: dict, weights: Path, data_dir: Path, out: Path) -> None:
@@ -71,20 +80,40 @@ class EnsembleRunner:
     """The ensemble in-process (conversion check, native throughput): a batch of the
     model's samples made into the ensemble's request (ensemble.requests), the sparse
     model's lookups of its keys, then the converted dense part with the same runner as
-    its Triton model; list of arrays in the model's input order -> outputs."""
+    its Triton model; list of arrays in the model's input order -> outputs. On a GPU whose
+    dense runner takes device tensors, the lookups stay on the device and feed it there
+    (run_tensors: the request already on the device, what the native step times apart)."""
 
     def __init__(self, converted: Path, run: dict):
         converted = Path(converted)
         meta = read_metadata(converted / SPARSE)
         drun = dense_run(run, meta)
         device_id = single.device_id(run["gpu"])
+        where = store(run["model"])
         self.sparse = HierarchicalEmbeddings(
-            converted / SPARSE, float(settings(run["model"])["cache_fraction"]),
-            "cpu" if device_id is None else f"cuda:{device_id}")
+            converted / SPARSE, where["cache_fraction"],
+            "cpu" if device_id is None else f"cuda:{device_id}", placement=where["placement"],
+            device_share=where["device_share"])
         self.dense = single.runner(converted / DENSE / drun["artifact"], drun)
         self.model, self.table_sizes = run["model"], meta["table_sizes"]
+        if device_id is not None and hasattr(self.dense, "run_tensors"):
+            self.torch, self.device = self.dense.torch, self.dense.device
+
+    def to_device(self, tensors: list) -> list:
+        """The model's inputs (host tensors) as the ensemble's request on the device."""
+        request = requests.flatten(self.model, self.table_sizes, [t.numpy() for t in tensors])
+        return [self.torch.from_numpy(a).to(self.device) for a in request]
+
+    def run_tensors(self, request: list) -> list:
+        """The request's tensors on the device in, the outputs there out."""
+        vectors = self.sparse.lookup_tensor(request[0])
+        return self.dense.run_tensors(requests.dense_arrays(self.model, request, vectors))
 
     def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        if hasattr(self, "device"):
+            tensors = self.run_tensors(self.to_device([self.torch.from_numpy(
+                np.ascontiguousarray(a)) for a in arrays]))
+            return [t.cpu().numpy() for t in tensors]
         request = requests.flatten(self.model, self.table_sizes, arrays)
         vectors = self.sparse.lookup_keys(request[0])
         return self.dense(requests.dense_arrays(self.model, request, vectors))

@@ -9,6 +9,7 @@ from pathlib import Path
 from .. import plugins
 from ..backends import BACKENDS
 from ..runners.embeddings import METADATA
+from ..step_specs import STORE_DEFAULTS
 
 SPARSE, DENSE = "sparse", "dense"
 
@@ -19,6 +20,14 @@ def settings(model: dict) -> dict:
         raise ValueError(f"model plug-in '{model['plugin']}' has no `ensemble` section in its "
                          "config: it cannot deploy as a sparse/dense ensemble (hps-* backends)")
     return model["ensemble"]
+
+
+def store(model: dict) -> dict:
+    """The sparse model's store: placement (fit: every table on the device where they fit
+    `device_share` of its memory; cache: a device cache over host memory), cache_fraction."""
+    ens = settings(model)
+    return {"cache_fraction": float(ens["cache_fraction"]),
+            **{k: ens.get(k, v) for k, v in STORE_DEFAULTS.items()}}
 
 
 def names(name: str) -> dict[str, str]:

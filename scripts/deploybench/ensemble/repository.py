@@ -2,7 +2,9 @@
 each one request per batch (max_batch_size 0; the interface: ensemble.requests).
 
     <repo>/<model>/config.pbtxt          platform ensemble: EMB_KEY, EMB_N_KEY, the other inputs
-    <repo>/<model>-sparse/1/model.py     served/sparse_model.py, beside sparse/ (links)
+    <repo>/<model>-sparse/1/sparse/      the embedding storage (links), served by the C++
+                                         backend's embeddings engine or by
+                                         served/sparse_model.py (model.py beside it)
     <repo>/<model>-dense/...             the dense part, as its backend key serves a model
 """
 
@@ -14,10 +16,11 @@ from pathlib import Path
 
 from ..files import link_tree
 from ..triton import config as triton_config
+from ..triton import cpp_backend
 from ..triton import repository as triton_repository
 from ..triton.config import EMB_KEY, EMB_N_KEY
 from . import hps, requests
-from .parts import DENSE, SPARSE, dense_run, lookup_tensor, names, read_metadata, settings
+from .parts import DENSE, SPARSE, dense_run, lookup_tensor, names, read_metadata, store
 
 
 def served_dense_run(run: dict, meta: dict) -> dict:
@@ -47,8 +50,9 @@ def create(run: dict, converted: Path, out_config: Path, available: list[str]) -
         sparse_step = hps.create(run, converted / SPARSE, meta, repo, part[SPARSE])
         sparse_served = "Merlin HPS"
     else:
-        sparse_step = sparse_model(run, converted / SPARSE, meta, repo, part[SPARSE])
-        sparse_served = "python"
+        sparse_served = sparse_server(run, available)
+        sparse_step = sparse_model(run, converted / SPARSE, meta, repo, part[SPARSE],
+                                   sparse_served)
     dense_in = {t: t for t in triton_config.served_inputs(dense_config)}
     steps = [sparse_step,
              (part[DENSE], dense_in, {t["name"]: t["name"] for t in model["outputs"]})]
@@ -60,17 +64,36 @@ def create(run: dict, converted: Path, out_config: Path, available: list[str]) -
     return f"ensemble ({sparse_served} sparse + {dense_served} dense)"
 
 
-def sparse_model(run: dict, sparse_dir: Path, meta: dict, repo: Path,
-                 name: str) -> tuple[str, dict, dict]:
-    """The python-backend sparse model `name` over the storage in `sparse_dir` (linked):
-    the ensemble's keys -> the looked-up vectors [B, T x dim]; returns its ensemble step."""
+def sparse_server(run: dict, available: list[str]) -> str:
+    """Who serves the sparse model: the pipeline's C++ backend (its embedding store in the
+    server's process) where the server has it, unless `server.serve_with: python`; else
+    the python backend (served/sparse_model.py). A real Merlin HPS is `create`'s choice."""
+    choice = run["server"].get("serve_with", "auto")
+    if choice != "python" and cpp_backend.NAME in available:
+        return cpp_backend.NAME
+    if choice == cpp_backend.NAME:
+        raise ValueError("server.serve_with is 'deploybench' but the server's backend directory "
+                         "has no 'deploybench' backend (the install records why); use "
+                         "serve_with: auto or python")
+    return "python"
+
+
+def sparse_model(run: dict, sparse_dir: Path, meta: dict, repo: Path, name: str,
+                 server: str) -> tuple[str, dict, dict]:
+    """The sparse model `name` over the storage in `sparse_dir` (linked), served by `server`
+    (deploybench: runner `embeddings`; python: served/sparse_model.py): the ensemble's keys
+    -> the looked-up vectors [B, T x dim]; returns its ensemble step."""
     model = run["model"]
     keys = requests.inputs(model)[:2]
     lookup = requests.unbatched(lookup_tensor(model, meta))
     version = repo / name / triton_repository.VERSION
-    triton_repository.add_python_model(version, "sparse_model.py")
+    if server == "python":
+        triton_repository.add_python_model(version, "sparse_model.py")
+    version.mkdir(parents=True, exist_ok=True)
     link_tree(sparse_dir, version / SPARSE)
-    parameters = {"sparse": SPARSE, "cache_fraction": str(settings(model)["cache_fraction"])}
-    triton_config.write(triton_config.sparse_config(name, run, keys, lookup, parameters),
-                        triton_repository.config_path(repo, name))
+    parameters = {"runner": "embeddings", "artifact": SPARSE,
+                  **{k: str(v) for k, v in store(model).items()}}
+    triton_config.write(
+        triton_config.sparse_config(name, run, keys, lookup, parameters, server),
+        triton_repository.config_path(repo, name))
     return name, {EMB_KEY: EMB_KEY, EMB_N_KEY: EMB_N_KEY}, {lookup["name"]: lookup["name"]}

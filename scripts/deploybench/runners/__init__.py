@@ -34,7 +34,8 @@ class Facts(NamedTuple):
     casts_only: bool = False
     # its conversion builds an engine on the device (the step runs on the keyed GPU)
     builds_on_device: bool = False
-    # the pipeline's C++ backend (triton_backend/) serves it too, libtorch in the server
+    # the pipeline's C++ backend (triton_backend/) serves it too, in the server's process
+    # (libtorch, ONNX Runtime's C API)
     in_cpp_backend: bool = False
 
 
@@ -42,7 +43,7 @@ class Facts(NamedTuple):
 # TensorRT builds its plan from either precision's export; ONNX Runtime's TensorRT
 # provider applies FP16 at load.
 RUNNERS = {
-    "onnxruntime": Facts("onnxruntime", casts_only=True),
+    "onnxruntime": Facts("onnxruntime", casts_only=True, in_cpp_backend=True),
     "onnxruntime-trt": Facts("onnxruntime"),
     "torch": Facts("torchscript", device_tensors=True, casts_only=True, in_cpp_backend=True),
     "torch-cudagraph": Facts("cudagraph", device_tensors=True, casts_only=True,

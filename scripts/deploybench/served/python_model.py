@@ -36,7 +36,7 @@ for _path in reversed([str(Path(__file__).parent),
 
 import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
-from deploybench_runners import Options, load  # noqa: E402
+from deploybench_runners import RUNNERS, Options, load  # noqa: E402
 from deploybench_runners.torchscript import torch_dtype  # noqa: E402
 
 
@@ -81,7 +81,7 @@ class TritonPythonModel:
         self.profile_every = int(os.environ.get("DEPLOYBENCH_PROFILE_EVERY", "0"))
         self.phases, self.executions = [0.0, 0.0, 0.0], 0
         self.torch = None
-        if on_gpu and hasattr(self.runner, "run_tensors"):
+        if on_gpu and RUNNERS[params["runner"]].device_tensors:
             import torch
             import torch.utils.dlpack
 

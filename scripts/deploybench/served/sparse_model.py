@@ -38,8 +38,9 @@ class TritonPythonModel:
         self.keys, self.count = (t["name"] for t in config["input"])
         self.output = config["output"][0]["name"]
         self.embeddings = HierarchicalEmbeddings(
-            Path(args["model_repository"]) / args["model_version"] / params["sparse"],
-            float(params["cache_fraction"]), device)
+            Path(args["model_repository"]) / args["model_version"] / params["artifact"],
+            float(params["cache_fraction"]), device, placement=params["placement"],
+            device_share=float(params["device_share"]))
         labels = [{"model": args["model_name"], "table": str(i)}
                   for i in range(len(self.embeddings.sizes))]
         lookups = pb_utils.MetricFamily(

@@ -205,11 +205,11 @@ def _tensorrt_accelerator(config: mc.ModelConfig, run: dict) -> None:
 # ---- a recommender ensemble (deploybench.ensemble) ----------------------------------
 
 def sparse_config(name: str, run: dict, keys: list[dict], lookup: dict,
-                  parameters: dict[str, str]) -> mc.ModelConfig:
-    """The python-backend sparse model: the `keys` tensors -> the `lookup` vectors, the
-    batch inside the tensors (max_batch_size 0)."""
+                  parameters: dict[str, str], backend: str = "python") -> mc.ModelConfig:
+    """The sparse model (the python backend's, or the pipeline's C++ backend's): the `keys`
+    tensors -> the `lookup` vectors, the batch inside the tensors (max_batch_size 0)."""
     config = mc.ModelConfig(
-        name=name, backend="python", max_batch_size=0,
+        name=name, backend=backend, max_batch_size=0,
         input=[tensor(mc.ModelInput, t) for t in keys],
         output=[tensor(mc.ModelOutput, lookup)], instance_group=instance_groups(run))
     for key, value in parameters.items():

@@ -1,0 +1,316 @@
+// ONNX Runtime in the server's process, through its C API (ort_api.h): a session per
+// instance on the instance's device (the CPU execution provider with the instance's intra-op
+// threads, or the CUDA provider on the instance's GPU and CUDA stream), inputs bound in place
+// over the batch the instance gathered (host or GPU memory), outputs bound to the device and
+// handed on without a copy. FP32 is strict: the CUDA provider's TF32 is off unless the model
+// is FP16. A graph's FP16 inputs (an FP16 export) get the clients' FP32 cast here; an input
+// the graph dropped (an exported graph keeps only the inputs the model reads) is not bound.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "engine.h"
+
+#ifdef DEPLOYBENCH_ONNXRUNTIME
+#include <dlfcn.h>
+
+#include "ort_api.h"
+
+namespace deploybench {
+namespace {
+
+// The library's entry point, the library opened at first use.
+const OrtApiBase& api_base() {
+  static const OrtApiBase* base = [] {
+    void* library = dlopen(DEPLOYBENCH_ONNXRUNTIME_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr)
+      throw std::runtime_error(std::string("cannot load onnxruntime's library: ") + dlerror());
+    auto entry = reinterpret_cast<const OrtApiBase* (*)()>(dlsym(library, "OrtGetApiBase"));
+    if (entry == nullptr)
+      throw std::runtime_error(DEPLOYBENCH_ONNXRUNTIME_LIBRARY " has no OrtGetApiBase");
+    return entry();
+  }();
+  return *base;
+}
+
+const OrtApi& api() {
+  static const OrtApi* table = [] {
+    const OrtApi* got = api_base().GetApi(kOrtApiVersion);
+    if (got == nullptr)
+      throw std::runtime_error(std::string("onnxruntime ") + api_base().GetVersionString() +
+                               " does not serve its C API version " +
+                               std::to_string(kOrtApiVersion));
+    return got;
+  }();
+  return *table;
+}
+
+// An OrtStatus as an exception naming what failed.
+void ort_check(OrtStatus* status, const std::string& what) {
+  if (status == nullptr) return;
+  std::string text = std::string("onnxruntime: ") + what + ": " + api().GetErrorMessage(status);
+  api().ReleaseStatus(status);
+  throw std::runtime_error(text);
+}
+
+// One environment for the process (ONNX Runtime wants no more), made at first use.
+OrtEnv* environment() {
+  static OrtEnv* env = [] {
+    OrtEnv* made = nullptr;
+    ort_check(api().CreateEnv(ORT_LOGGING_LEVEL_WARNING, "deploybench", &made), "CreateEnv");
+    return made;
+  }();
+  return env;
+}
+
+template <typename T, void (*OrtApi::*Release)(T*)>
+struct Releaser {
+  void operator()(T* p) const {
+    if (p != nullptr) (api().*Release)(p);
+  }
+};
+using Session = std::unique_ptr<OrtSession, Releaser<OrtSession, &OrtApi::ReleaseSession>>;
+using SessionOptions =
+    std::unique_ptr<OrtSessionOptions, Releaser<OrtSessionOptions, &OrtApi::ReleaseSessionOptions>>;
+using MemoryInfo =
+    std::unique_ptr<OrtMemoryInfo, Releaser<OrtMemoryInfo, &OrtApi::ReleaseMemoryInfo>>;
+using IoBinding = std::unique_ptr<OrtIoBinding, Releaser<OrtIoBinding, &OrtApi::ReleaseIoBinding>>;
+using Value = std::unique_ptr<OrtValue, Releaser<OrtValue, &OrtApi::ReleaseValue>>;
+using TypeInfo = std::unique_ptr<OrtTypeInfo, Releaser<OrtTypeInfo, &OrtApi::ReleaseTypeInfo>>;
+using ShapeInfo = std::unique_ptr<OrtTensorTypeAndShapeInfo,
+                                  Releaser<OrtTensorTypeAndShapeInfo,
+                                           &OrtApi::ReleaseTensorTypeAndShapeInfo>>;
+
+at::ScalarType aten_of(ONNXTensorElementDataType type, const std::string& name) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return at::kFloat;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: return at::kHalf;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16: return at::kBFloat16;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return at::kDouble;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return at::kLong;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return at::kInt;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return at::kShort;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return at::kChar;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return at::kByte;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return at::kBool;
+    default:
+      throw std::runtime_error("the ONNX graph's tensor '" + name + "' has element type " +
+                               std::to_string(type) + ", which this backend does not serve");
+  }
+}
+
+ONNXTensorElementDataType onnx_of(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    case at::kHalf: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+    case at::kBFloat16: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+    case at::kDouble: return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+    case at::kLong: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    case at::kInt: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+    case at::kShort: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16;
+    case at::kChar: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+    case at::kByte: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+    case at::kBool: return ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+    default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  }
+}
+
+class OnnxRuntime : public Engine {
+ public:
+  explicit OnnxRuntime(const EngineSpec& spec) : device_(spec.device) {
+    const OrtApi& ort = api();
+    OrtSessionOptions* made = nullptr;
+    ort_check(ort.CreateSessionOptions(&made), "CreateSessionOptions");
+    SessionOptions options(made);
+    ort_check(ort.SetSessionGraphOptimizationLevel(options.get(), ORT_ENABLE_ALL),
+              "graph optimisation level");
+    ort_check(ort.SetSessionExecutionMode(options.get(), ORT_SEQUENTIAL), "execution mode");
+    ort_check(ort.SetInterOpNumThreads(options.get(), 1), "inter-op threads");
+    ort_check(ort.SetIntraOpNumThreads(options.get(), device_.is_cuda() ? 1 : spec.threads),
+              "intra-op threads");
+    if (device_.is_cuda()) append_cuda(ort, options.get(), spec);
+    OrtSession* session = nullptr;
+    ort_check(ort.CreateSession(environment(), spec.path.c_str(), options.get(), &session),
+              "loading " + spec.path);
+    session_.reset(session);
+    OrtMemoryInfo* memory = nullptr;
+    if (device_.is_cuda())
+      ort_check(ort.CreateMemoryInfo("Cuda", OrtDeviceAllocator, device_.index(), OrtMemTypeDefault,
+                                     &memory),
+                "CUDA memory info");
+    else
+      ort_check(ort.CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &memory),
+                "CPU memory info");
+    memory_.reset(memory);
+    read_signature(spec);
+  }
+
+  bool takes_half() const override { return false; }  // cast to the graph's own types
+  std::string describe() const override {
+    return std::string("onnxruntime ") + api_base().GetVersionString() + ", " +
+           (device_.is_cuda() ? "CUDA" : "CPU") + " execution provider, " +
+           std::to_string(bound_.size()) + " of the config's inputs bound";
+  }
+
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
+    const OrtApi& ort = api();
+    OrtIoBinding* made = nullptr;
+    ort_check(ort.CreateIoBinding(session_.get(), &made), "CreateIoBinding");
+    IoBinding binding(made);
+    std::vector<Value> values;
+    std::vector<at::Tensor> kept;  // cast inputs live until the run ends
+    for (const Bound& b : bound_) {
+      at::Tensor x = inputs.at(b.input);
+      if (x.scalar_type() != b.type) x = x.to(b.type);
+      x = x.contiguous();
+      if (x.device() != device_) x = x.to(device_);
+      kept.push_back(x);
+      std::vector<int64_t> shape = x.sizes().vec();
+      OrtValue* value = nullptr;
+      ort_check(ort.CreateTensorWithDataAsOrtValue(memory_.get(), x.data_ptr(), x.nbytes(),
+                                                   shape.data(), shape.size(), onnx_of(b.type),
+                                                   &value),
+                "input '" + b.name + "'");
+      values.emplace_back(value);
+      ort_check(ort.BindInput(binding.get(), b.name.c_str(), value), "binding " + b.name);
+    }
+    for (const std::string& name : outputs_)
+      ort_check(ort.BindOutputToDevice(binding.get(), name.c_str(), memory_.get()),
+                "binding output " + name);
+    ort_check(ort.RunWithBinding(session_.get(), nullptr, binding.get()), "run");
+    OrtAllocator* allocator = nullptr;
+    ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
+    OrtValue** produced = nullptr;
+    size_t count = 0;
+    ort_check(ort.GetBoundOutputValues(binding.get(), allocator, &produced, &count), "outputs");
+    std::vector<Value> owned;
+    for (size_t i = 0; i < count; ++i) owned.emplace_back(produced[i]);
+    ort_check(ort.AllocatorFree(allocator, produced), "freeing the outputs' list");
+    std::vector<at::Tensor> out;
+    for (Value& value : owned) out.push_back(tensor_of(std::move(value)));
+    return out;
+  }
+
+ private:
+  struct Bound {
+    std::string name;
+    size_t input;  // its place among the config's inputs
+    at::ScalarType type;
+  };
+
+  static void append_cuda(const OrtApi& ort, OrtSessionOptions* options, const EngineSpec& spec) {
+    OrtCUDAProviderOptionsV2* cuda = nullptr;
+    ort_check(ort.CreateCUDAProviderOptions(&cuda), "CUDA provider options");
+    std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> guard(
+        cuda, [](OrtCUDAProviderOptionsV2* p) { api().ReleaseCUDAProviderOptions(p); });
+    std::map<std::string, std::string> settings{
+        {"device_id", std::to_string(spec.device.index())},
+        {"use_tf32", spec.fp16 ? "1" : "0"}};  // FP32 means FP32
+    if (spec.stream != nullptr)
+      settings["user_compute_stream"] = std::to_string(reinterpret_cast<uintptr_t>(spec.stream));
+    std::vector<const char*> keys, values;
+    for (const auto& [k, v] : settings) {
+      keys.push_back(k.c_str());
+      values.push_back(v.c_str());
+    }
+    ort_check(ort.UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size()),
+              "CUDA provider options");
+    ort_check(ort.SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda),
+              "the CUDA execution provider (onnxruntime-gpu and its CUDA libraries)");
+  }
+
+  // The graph's inputs among the config's (by name), their element types; its outputs.
+  void read_signature(const EngineSpec& spec) {
+    const OrtApi& ort = api();
+    OrtAllocator* allocator = nullptr;
+    ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
+    size_t count = 0;
+    ort_check(ort.SessionGetInputCount(session_.get(), &count), "input count");
+    for (size_t i = 0; i < count; ++i) {
+      std::string name = owned_name(allocator, ort.SessionGetInputName, i);
+      size_t at = 0;
+      while (at < spec.inputs.size() && spec.inputs[at].name != name) ++at;
+      if (at == spec.inputs.size())
+        throw std::runtime_error("the ONNX graph takes an input '" + name +
+                                 "' that the model's config does not declare");
+      OrtTypeInfo* info = nullptr;
+      ort_check(ort.SessionGetInputTypeInfo(session_.get(), i, &info), "input type");
+      TypeInfo type_info(info);
+      const OrtTensorTypeAndShapeInfo* tensor = nullptr;
+      ort_check(ort.CastTypeInfoToTensorInfo(info, &tensor), "input type");
+      ONNXTensorElementDataType element{};
+      ort_check(ort.GetTensorElementType(tensor, &element), "input type");
+      bound_.push_back({name, at, aten_of(element, name)});
+    }
+    ort_check(ort.SessionGetOutputCount(session_.get(), &count), "output count");
+    std::vector<std::string> graph_outputs;
+    for (size_t i = 0; i < count; ++i)
+      graph_outputs.push_back(owned_name(allocator, ort.SessionGetOutputName, i));
+    for (const TensorSpec& output : spec.outputs) {  // bound in the config's order
+      if (std::find(graph_outputs.begin(), graph_outputs.end(), output.name) ==
+          graph_outputs.end())
+        throw std::runtime_error("the model's config declares an output '" + output.name +
+                                 "' that the ONNX graph does not have");
+      outputs_.push_back(output.name);
+    }
+  }
+
+  std::string owned_name(OrtAllocator* allocator,
+                         OrtStatus* (*get)(const OrtSession*, size_t, OrtAllocator*, char**),
+                         size_t index) {
+    char* name = nullptr;
+    ort_check(get(session_.get(), index, allocator, &name), "a tensor's name");
+    std::string copy(name);
+    ort_check(api().AllocatorFree(allocator, name), "freeing a name");
+    return copy;
+  }
+
+  // An output as a tensor over ONNX Runtime's memory, which it keeps until the tensor goes.
+  at::Tensor tensor_of(Value value) {
+    const OrtApi& ort = api();
+    OrtTensorTypeAndShapeInfo* info = nullptr;
+    ort_check(ort.GetTensorTypeAndShape(value.get(), &info), "output shape");
+    ShapeInfo shape_info(info);
+    size_t dims = 0;
+    ort_check(ort.GetDimensionsCount(info, &dims), "output shape");
+    std::vector<int64_t> shape(dims);
+    ort_check(ort.GetDimensions(info, shape.data(), dims), "output shape");
+    ONNXTensorElementDataType element{};
+    ort_check(ort.GetTensorElementType(info, &element), "output type");
+    void* data = nullptr;
+    ort_check(ort.GetTensorMutableData(value.get(), &data), "output data");
+    OrtValue* raw = value.release();
+    return at::from_blob(
+        data, shape, [raw](void*) { api().ReleaseValue(raw); },
+        at::TensorOptions().dtype(aten_of(element, "output")).device(device_));
+  }
+
+  at::Device device_;
+  Session session_;
+  MemoryInfo memory_;
+  std::vector<Bound> bound_;
+  std::vector<std::string> outputs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> load_onnxruntime(const EngineSpec& spec) {
+  return std::make_unique<OnnxRuntime>(spec);
+}
+
+}  // namespace deploybench
+
+#else  // built without onnxruntime
+
+namespace deploybench {
+std::unique_ptr<Engine> load_onnxruntime(const EngineSpec&) {
+  throw std::runtime_error(
+      "runner onnxruntime: this backend was built without onnxruntime (its wheel was not "
+      "installed where the backend was built); the python backend serves ONNX");
+}
+}  // namespace deploybench
+
+#endif
