@@ -1,3 +1,4 @@
+import base64
 import importlib
 import json
 import os
@@ -357,3 +358,24 @@ def tiny_models(tmp_path, **changes) -> str:
     model = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
     (models / "tft-tiny.yaml").write_text(yaml.safe_dump(deep_merge(model, changes)))
     return f"models_dir={models}"
+
+
+class CudaRegions:
+    """CUDA shared memory made of one torch allocation, registered with the server through
+    its IPC handle (torch's handle carries two bytes before the 64 of CUDA's)."""
+
+    def __init__(self, client, size: int = 1 << 20):
+        import torch
+
+        self.client, self.used = client, 0
+        self.buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
+        _, handle, _, offset, *_ = self.buffer.untyped_storage()._share_cuda_()
+        self.base = offset
+        client.register_cuda_shared_memory("cuda", base64.b64encode(handle[-64:]), 0,
+                                           offset + size)
+
+    def take(self, nbytes: int) -> tuple:
+        """(offset in the region, a view of `nbytes` of it on the GPU)"""
+        start = self.used
+        self.used += -(-nbytes // 256) * 256
+        return self.base + start, self.buffer[start:start + nbytes]

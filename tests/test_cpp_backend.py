@@ -7,7 +7,6 @@ response and the server serves on; a model that cannot load says why; the server
 statistics that perf_analyzer reads are filled; the pipeline's BERT and FastPitch, converted
 by the real Snakemake, served equal to their in-process runner."""
 
-import base64
 import copy
 import mmap
 import os
@@ -24,8 +23,8 @@ import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from conftest import check_littles_law, snakemake
-from deploybench import artifacts, source_model
+from conftest import CudaRegions, check_littles_law, snakemake
+from deploybench import artifacts, deployments, source_model
 from deploybench.steps.conversion_check import tolerance
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, install, repository
@@ -313,9 +312,11 @@ def test_without_a_compiler_the_install_says_why_and_keeps_the_python_backend(tm
 
 # The pipeline's own tiny models, converted and checked by the real Snakemake, served by the
 # C++ backend (TFT's ts-trace and aoti are measured in test_pipeline and test_compiled,
-# FastPitch's ts-trace in test_models_e2e, each served by it).
+# FastPitch's ts-trace in test_models_e2e, each served by it); the ONNX ones by its ONNX
+# Runtime engine.
 SERVED_NATIVELY = ["results/bert-tiny/cpu/ts-trace_fp32", "results/bert-tiny/cpu/aoti_fp32",
-                   "results/fastpitch-tiny/cpu/aoti_fp32"]
+                   "results/fastpitch-tiny/cpu/aoti_fp32", "results/bert-tiny/cpu/onnx_fp32",
+                   "results/tft-tiny/cpu/onnx_fp32"]
 
 
 @pytest.fixture(scope="module")
@@ -331,20 +332,23 @@ def pipeline(tmp_path_factory):
 @pytest.mark.parametrize("run_dir", SERVED_NATIVELY)
 def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
         pipeline, settings, triton, run_dir):
-    """BERT's and FastPitch's evaluation sets through the real Triton and the C++ backend:
-    every output equals the in-process runner's (the native step's) within the conversion
-    check's tolerance."""
+    """BERT's, FastPitch's and TFT's evaluation sets through the real Triton and the C++
+    backend: every output equals the in-process runner's (the native step's) within the
+    conversion check's tolerance."""
     _, model, gpu, configuration = run_dir.split("/")
     run = settings.run(model, gpu, *configuration.split("_"))
     folder = pipeline / run_dir
-    config = triton_config.read(folder / "model_repository" / model / "config.pbtxt")
+    batch = run["model"]["accuracy"]["batch_size"]
+    name = deployments.for_scenario(run, "accuracy", batch).name  # BERT's onnx: per batch
+    config = triton_config.read(folder / "model_repository" / name / "config.pbtxt")
     assert triton_config.served_by(config) == cpp_backend.NAME
+    assert triton_config.engine(config) == run["backend"]["runner"]
     inputs, _, _ = source_model.load_eval(run["model"],
                                           pipeline / f"results/{model}/source/eval.npz")
     expected = artifacts.of(run).runner(folder / "converted" / run["artifact"], run)(inputs)
-    with TritonServer(triton, folder / "model_repository", folder / "check.log", model) \
+    with TritonServer(triton, folder / "model_repository", folder / "check.log", name) \
             as server:
-        served = infer_all(server.grpc_url, run, inputs, run["model"]["accuracy"]["batch_size"])
+        served = infer_all(server.grpc_url, run, inputs, batch, name=name)
     for spec, got, want in zip(run["model"]["outputs"], served, expected):
         tol = tolerance(run["model"], run["precision"], spec["name"])
         np.testing.assert_allclose(got, want, atol=tol["atol"], rtol=tol["rtol"],
@@ -356,24 +360,6 @@ def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
 
 
 # ---- on a GPU -------------------------------------------------------------------------
-
-class CudaRegions:
-    """CUDA shared memory made of one torch allocation, registered with the server through
-    its IPC handle (torch's handle carries two bytes before the 64 of CUDA's)."""
-
-    def __init__(self, client, size: int = 1 << 20):
-        self.client, self.used = client, 0
-        self.buffer = torch.empty(size, dtype=torch.uint8, device="cuda")
-        _, handle, _, offset, *_ = self.buffer.untyped_storage()._share_cuda_()
-        self.base = offset
-        client.register_cuda_shared_memory("cuda", base64.b64encode(handle[-64:]), 0,
-                                           offset + size)
-
-    def take(self, nbytes: int) -> tuple[int, torch.Tensor]:
-        start = self.used
-        self.used += -(-nbytes // 256) * 256
-        return self.base + start, self.buffer[start:start + nbytes]
-
 
 def _cuda_infer(server, x: np.ndarray, inputs_on: str, outputs_on: str) -> list[np.ndarray]:
     n = x.shape[0]

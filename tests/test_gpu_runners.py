@@ -93,6 +93,33 @@ def test_pytorch2_runners_in_fp16(tiny, name):
         np.testing.assert_allclose(device.cpu().numpy(), got, atol=1e-6)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_onnx_runtime_takes_and_gives_device_tensors(tiny, precision):
+    """ONNX Runtime's CUDA provider with I/O binding (what the native step times on the
+    device and the ensemble's lookups feed): equal to its host-array call."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("needs onnxruntime-gpu")
+    work, inputs, reference = tiny
+    model = tft.build_model(CONFIG["hparams"], None, 0)
+    example = tuple(torch.from_numpy(a[:2]) for a in inputs)
+    names = [t["name"] for t in CONFIG["inputs"]]
+    torch.onnx.export(model, example, str(work / "m.onnx"), input_names=names,
+                      output_names=["target__0"], dynamo=False,
+                      dynamic_axes={n: {0: "batch"} for n in [*names, "target__0"]})
+    opts = options(precision, output_dims=(tuple(CONFIG["outputs"][0]["dims"]),))
+    artifact = work / f"m-{precision}.onnx"
+    if not runners.convert("onnxruntime", work / "m.onnx", artifact, opts):
+        artifact = work / "m.onnx"
+    runner = runners.load("onnxruntime", artifact, opts)
+    host = runner(inputs)[0]
+    np.testing.assert_allclose(host, reference, atol=5e-2 if precision == "fp16" else 1e-4)
+    device = runner.run_tensors(runner.to_device([torch.from_numpy(a) for a in inputs]))[0]
+    assert device.device.type == "cuda" and device.dtype == torch.float32
+    np.testing.assert_allclose(device.cpu().numpy(), host, atol=1e-6)
+
+
 def _matmuls(a: torch.Tensor, seconds: float) -> None:
     """Back-to-back matmuls for about `seconds`, the GPU never idle: each chunk is queued
     before waiting for the one before, and the last is left queued."""

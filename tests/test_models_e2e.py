@@ -235,8 +235,11 @@ def test_dlrm_tiny_ensemble_end_to_end(built):
     cache = report["embedding_cache"]
     assert cache["lookups"] == 26 * report["samples"]  # one lookup per table and sample
     assert 0 < cache["hit_rate"] < 1 and len(cache["per_table_hit_rate"]) == 26
-    parts = report["provenance"]["server"]["ensemble_parts"]
-    assert parts == {"dlrm-tiny-sparse": "python", "dlrm-tiny-dense": "python"}
+    server = report["provenance"]["server"]
+    assert server["ensemble_parts"] == {"dlrm-tiny-sparse": "deploybench",
+                                        "dlrm-tiny-dense": "deploybench"}
+    assert server["engines"] == {"dlrm-tiny-sparse": "embeddings",
+                                 "dlrm-tiny-dense": "onnxruntime"}
     cache = json.loads((run / "offline.json").read_text())["embedding_cache"]
     assert cache["lookups"] > 0 and 0 < cache["hit_rate"] < 1
     assert "## Embedding cache (sparse model)" in (run / "README.md").read_text()

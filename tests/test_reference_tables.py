@@ -430,7 +430,9 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
                              "floor.csv")}
 
     first_files = set()
-    for line in (ROOT / "config/runs/reference.lanes").read_text().splitlines():
+    lines = [line for lanes in ("reference.lanes", "engines.lanes")
+             for line in (ROOT / "config/runs" / lanes).read_text().splitlines()]
+    for line in lines:
         words = line.split("#")[0].split()
         if words and words[0] != "stop":  # `stop NAME`: a run ended, no run of its own
             lane, _, runfiles, *lane_targets = words

@@ -19,6 +19,10 @@
 
 #include "ort_api.h"
 
+#ifdef DEPLOYBENCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace deploybench {
 namespace {
 
@@ -131,7 +135,7 @@ class OnnxRuntime : public Engine {
     ort_check(ort.SetInterOpNumThreads(options.get(), 1), "inter-op threads");
     ort_check(ort.SetIntraOpNumThreads(options.get(), device_.is_cuda() ? 1 : spec.threads),
               "intra-op threads");
-    if (device_.is_cuda()) append_cuda(ort, options.get(), spec);
+    if (device_.is_cuda()) stream_note_ = append_cuda(ort, options.get(), spec);
     OrtSession* session = nullptr;
     ort_check(ort.CreateSession(environment(), spec.path.c_str(), options.get(), &session),
               "loading " + spec.path);
@@ -151,7 +155,8 @@ class OnnxRuntime : public Engine {
   bool takes_half() const override { return false; }  // cast to the graph's own types
   std::string describe() const override {
     return std::string("onnxruntime ") + api_base().GetVersionString() + ", " +
-           (device_.is_cuda() ? "CUDA" : "CPU") + " execution provider, " +
+           (device_.is_cuda() ? "CUDA execution provider on " + stream_note_ + ", "
+                              : std::string("CPU execution provider, ")) +
            std::to_string(bound_.size()) + " of the config's inputs bound";
   }
 
@@ -180,6 +185,12 @@ class OnnxRuntime : public Engine {
     for (const std::string& name : outputs_)
       ort_check(ort.BindOutputToDevice(binding.get(), name.c_str(), memory_.get()),
                 "binding output " + name);
+#ifdef DEPLOYBENCH_CUDA
+    // the inputs' casts and copies were queued on the instance's stream: done before ONNX
+    // Runtime reads them (on that stream too where it took it: then this waits on nothing)
+    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+#endif
+    // ONNX Runtime synchronises its stream at the run's end: the outputs are written
     ort_check(ort.RunWithBinding(session_.get(), nullptr, binding.get()), "run");
     OrtAllocator* allocator = nullptr;
     ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
@@ -201,25 +212,39 @@ class OnnxRuntime : public Engine {
     at::ScalarType type;
   };
 
-  static void append_cuda(const OrtApi& ort, OrtSessionOptions* options, const EngineSpec& spec) {
+  // The CUDA provider on the instance's GPU and, where this onnxruntime takes it, its
+  // stream; returns which stream it runs on, for the log.
+  static std::string append_cuda(const OrtApi& ort, OrtSessionOptions* options,
+                                 const EngineSpec& spec) {
     OrtCUDAProviderOptionsV2* cuda = nullptr;
     ort_check(ort.CreateCUDAProviderOptions(&cuda), "CUDA provider options");
     std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> guard(
         cuda, [](OrtCUDAProviderOptionsV2* p) { api().ReleaseCUDAProviderOptions(p); });
-    std::map<std::string, std::string> settings{
-        {"device_id", std::to_string(spec.device.index())},
-        {"use_tf32", spec.fp16 ? "1" : "0"}};  // FP32 means FP32
-    if (spec.stream != nullptr)
-      settings["user_compute_stream"] = std::to_string(reinterpret_cast<uintptr_t>(spec.stream));
-    std::vector<const char*> keys, values;
-    for (const auto& [k, v] : settings) {
-      keys.push_back(k.c_str());
-      values.push_back(v.c_str());
-    }
-    ort_check(ort.UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size()),
+    auto update = [&](const std::map<std::string, std::string>& settings) {
+      std::vector<const char*> keys, values;
+      for (const auto& [k, v] : settings) {
+        keys.push_back(k.c_str());
+        values.push_back(v.c_str());
+      }
+      return ort.UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
+    };
+    ort_check(update({{"device_id", std::to_string(spec.device.index())},
+                      {"use_tf32", spec.fp16 ? "1" : "0"}}),  // FP32 means FP32
               "CUDA provider options");
+    std::string note = "its own CUDA stream";
+    if (spec.stream != nullptr) {
+      OrtStatus* refused = update(
+          {{"user_compute_stream", std::to_string(reinterpret_cast<uintptr_t>(spec.stream))}});
+      if (refused == nullptr) {
+        note = "the instance's CUDA stream";
+      } else {
+        note += std::string(" (it refused the instance's: ") + ort.GetErrorMessage(refused) + ")";
+        ort.ReleaseStatus(refused);
+      }
+    }
     ort_check(ort.SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda),
               "the CUDA execution provider (onnxruntime-gpu and its CUDA libraries)");
+    return note;
   }
 
   // The graph's inputs among the config's (by name), their element types; its outputs.
@@ -289,6 +314,7 @@ class OnnxRuntime : public Engine {
   }
 
   at::Device device_;
+  std::string stream_note_;
   Session session_;
   MemoryInfo memory_;
   std::vector<Bound> bound_;

@@ -64,6 +64,16 @@ def served_parts(repo: Path, config_pbtxt: Path) -> dict[str, str]:
             for part in triton_config.parts(triton_config.read(config_pbtxt))}
 
 
+def engines(repo: Path, config_pbtxt: Path) -> dict[str, str]:
+    """The engine of each model of ours a configuration serves (an ensemble: each part's):
+    model -> runner (torch, onnxruntime, embeddings, ...)."""
+    config = triton_config.read(config_pbtxt)
+    names = triton_config.parts(config) or [config.name]
+    found = {name: triton_config.engine(triton_config.read(
+        triton_repository.config_path(repo, name))) for name in names}
+    return {name: engine for name, engine in found.items() if engine}
+
+
 def cache_report(metrics_text: str) -> dict:
     """The sparse model's lookup and cache-hit counters over the server's session, as a
     report entry; empty for a model without them."""

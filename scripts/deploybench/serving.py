@@ -77,6 +77,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
             parts = artifacts.served_parts(repo, config_pbtxt)
             if parts:
                 described["ensemble_parts"] = parts
+            described["engines"] = artifacts.engines(repo, config_pbtxt)
             yield server, {**provenance.collect(run, meta, checked, described),
                            "device_lock": held.record, "isolation": isolation.current()}
         # the server has stopped; its lock goes with the step (device.claim), once written

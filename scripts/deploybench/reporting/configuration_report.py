@@ -14,6 +14,7 @@ from ..deployments import gpu_count
 from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
 from ..scenarios import own_server_refusal
+from ..step_specs import STORE_DEFAULTS
 from ..tables import (
     SHARED_MEMORY,
     STABLE,
@@ -39,8 +40,7 @@ from .served_native import served_vs_native_table
 CACHE_SECTION = """## Embedding cache (sparse model)
 
 Lookups of every table over the server's session (warm-up included), the share served from
-the device cache: each table's most frequent rows in the training split, {fraction:g} of its
-rows (HPS's `gpucacheper`); misses read the memory-mapped host storage.
+device memory. {placement}
 
 {table}
 
@@ -91,8 +91,15 @@ def _cache_section(run: dict, offline: dict, online: dict) -> str:
             if report.get("embedding_cache")]
     if not rows:
         return ""
-    return CACHE_SECTION.format(fraction=run["model"]["ensemble"]["cache_fraction"],
-                                table=markdown_table(pd.DataFrame(rows)))
+    store = {**STORE_DEFAULTS, **run["model"]["ensemble"]}
+    cache = (f"a cache of {store['cache_fraction']:g} of each table's rows (HPS's "
+             "`gpucacheper`), filled with each table's most frequent rows in the training "
+             "split (and refreshed with missed rows as it serves, in the C++ backend's store); "
+             "misses read the memory-mapped host storage")
+    placement = (f"Every table is on the device where all of them fit {store['device_share']:g} "
+                 f"of its memory (every lookup a hit), else {cache}." if store["placement"] == "fit"
+                 else f"Placement `cache`: {cache}.")
+    return CACHE_SECTION.format(placement=placement, table=markdown_table(pd.DataFrame(rows)))
 
 
 def _online_section(run: dict, files: dict, rel: dict) -> str:

@@ -23,17 +23,28 @@ CONTENDED_MARK = " (host contended)"  # beside a number measured beside other lo
 
 # What a reader should know of the backends of ours that serve a model
 BACKEND_NOTES = {"python": " (its stub process, shared-memory copies of every tensor)",
-                 "deploybench": " (the pipeline's C++ backend: libtorch in the server's process)"}
+                 "deploybench": " (the pipeline's C++ backend, in the server's process: {})"}
+# The C++ backend's engines by runner (before they were recorded: libtorch only)
+ENGINES = {"torch": "libtorch", "torch-cudagraph": "libtorch, CUDA graphs", "aoti": "libtorch",
+           "aoti-cudagraph": "libtorch, CUDA graphs", "onnxruntime": "ONNX Runtime",
+           "embeddings": "its embedding store", "identity": "its identity engine"}
 
 
 def served_by(prov: dict, notes: bool = True) -> str:
     """The Triton backend that served (an ensemble: each part's), from a provenance."""
     server = prov.get("server", {})
-    parts = server.get("ensemble_parts")
+    parts, engines = server.get("ensemble_parts"), server.get("engines", {})
+
+    def engine(model: str, backend: str) -> str:
+        return ENGINES.get(engines.get(model, "torch"), "libtorch") \
+            if backend == "deploybench" else ""
     if parts:
-        return "ensemble of " + ", ".join(f"{m} ({b})" for m, b in parts.items())
+        return "ensemble of " + ", ".join(
+            f"{m} ({b}{', ' + engine(m, b) if engine(m, b) else ''})" for m, b in parts.items())
     backend = server.get("served_by", "python")  # before it was recorded: python only
-    return f"{backend} backend" + (BACKEND_NOTES.get(backend, "") if notes else "")
+    model = next(iter(engines), "")
+    note = BACKEND_NOTES.get(backend, "").format(engine(model, backend))
+    return f"{backend} backend" + (note if notes else "")
 
 
 def _level(row: pd.Series) -> dict:

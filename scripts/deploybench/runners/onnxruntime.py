@@ -67,6 +67,10 @@ class OnnxRuntimeRunner(Runner):
         # An exported graph drops inputs the model never reads (TFT's id): skip those.
         self.session_inputs = {i.name: i.type for i in self.session.get_inputs()}
         self.output_names = [o.name for o in self.session.get_outputs()]
+        self.session_outputs = {o.name: o.type for o in self.session.get_outputs()}
+        # each output's per-sample dims where the config gives them (None: unknown)
+        dims = dict(zip(options.outputs, options.output_dims))
+        self.output_dims = [tuple(dims[n]) if n in dims else None for n in self.output_names]
         if device_id is not None:  # device tensors in and out (run_tensors), through torch
             import torch
 
@@ -90,12 +94,31 @@ class OnnxRuntimeRunner(Runner):
             binding.bind_input(name, "cuda", self.device.index,
                                _numpy_dtype(torch, tensor.dtype), list(tensor.shape),
                                tensor.data_ptr())
-        for name in self.output_names:
-            binding.bind_output(name, "cuda", self.device.index)
+        # outputs of a known shape into tensors made here; the others where ONNX Runtime
+        # puts them (handed over through DLPack)
+        batch, made = len(tensors[0]), []
+        for name, dims in zip(self.output_names, self.output_dims):
+            if dims is None or any(d < 0 for d in dims):
+                binding.bind_output(name, "cuda", self.device.index)
+                made.append(None)
+                continue
+            dtype = torch.float16 if self.session_outputs[name] == "tensor(float16)" else (
+                torch.float32 if self.session_outputs[name] == "tensor(float)" else None)
+            if dtype is None:
+                binding.bind_output(name, "cuda", self.device.index)
+                made.append(None)
+                continue
+            out = torch.empty((batch, *dims), dtype=dtype, device=self.device)
+            binding.bind_output(name, "cuda", self.device.index, _numpy_dtype(torch, dtype),
+                                list(out.shape), out.data_ptr())
+            made.append(out)
         torch.cuda.current_stream(self.device).synchronize()  # the inputs are written
         self.session.run_with_iobinding(binding)
-        out = [torch.from_dlpack(o) for o in binding.get_outputs()]
-        return [o.float() if o.is_floating_point() else o for o in out]
+        if any(m is None for m in made):
+            bound = binding.get_outputs()
+            made = [m if m is not None else torch.from_dlpack(bound[i])
+                    for i, m in enumerate(made)]
+        return [o.float() if o.is_floating_point() else o for o in made]
 
     def __call__(self, arrays):
         feed = {}

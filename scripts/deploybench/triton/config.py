@@ -267,6 +267,14 @@ def served_by(config: mc.ModelConfig) -> str:
     return config.backend or config.platform
 
 
+def engine(config: mc.ModelConfig) -> str | None:
+    """The engine a backend of ours runs the config's model with (its `runner`: torch,
+    onnxruntime, embeddings, ...); None for a framework backend's model."""
+    if config.backend not in ("python", CPP_BACKEND) or "runner" not in config.parameters:
+        return None
+    return config.parameters["runner"].string_value
+
+
 def parts(config: mc.ModelConfig) -> list[str]:
     """The models an ensemble config's steps name (empty for a single model)."""
     return [s.model_name for s in config.ensemble_scheduling.step]
