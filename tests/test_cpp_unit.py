@@ -2,15 +2,55 @@
 beside the library): Triton's data types as ATen's, gather and scatter of every data type
 over a fake of the server's API, requests of a wrong type or shape failing alone, the
 embedding store against a plain gather with a cache a tenth of its tables, its refresh, its
-metrics and the .npy reader's refusals. It starts no server: not e2e."""
+metrics and the .npy reader's refusals, a trace's convolutions made strict FP32; and the
+python runner's strictness beside it. It starts no server: not e2e."""
 
+import os
 import subprocess
+
+import torch
 
 from deploybench.triton import cpp_backend, install
 
 
-def test_the_backends_unit_tests_pass():
+class Nested(torch.nn.Module):
+    """A convolution of its own and one of a submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Conv1d(4, 4, 3, padding=1)
+        self.inner = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Conv1d(4, 2, 1))
+
+    def forward(self, x):
+        return self.inner(self.first(x))
+
+
+def test_the_backends_unit_tests_pass(tmp_path):
     program = cpp_backend.unit_tests(install.cache_dir())
-    result = subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
+    torch.manual_seed(0)
+    trace = torch.jit.trace(Nested().eval(), torch.randn(2, 4, 16))  # TF32 allowed, the default
+    trace.save(str(tmp_path / "trace.pt"))
+    result = subprocess.run([str(program)], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, DEPLOYBENCH_TEST_TRACE=str(tmp_path / "trace.pt")))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == "passed: 0 failure(s)", result.stdout
+
+
+def _allowing_tf32(module) -> int:
+    return sum(bool(node.inputsAt(12).toIValue()) for part in module.modules()
+               for name in part._c._method_names()
+               for node in part._c._get_method(name).graph.findAllNodes("aten::_convolution"))
+
+
+def test_the_python_runner_makes_an_fp32_traces_convolutions_strict_too(tmp_path):
+    """The python backend's TorchScript runner does as the C++ engine: an FP32 trace's
+    convolutions may not use TF32 once loaded (an FP16 model's keep what they had)."""
+    from deploybench import runners
+
+    trace = torch.jit.trace(Nested().eval(), torch.randn(2, 4, 16))
+    trace.save(str(tmp_path / "trace.pt"))
+    assert _allowing_tf32(trace) == 2
+    for precision, allowing in (("fp32", 0), ("fp16", 2)):
+        runner = runners.load("torch", tmp_path / "trace.pt",
+                              runners.Options(inputs=("x",), precision=precision))
+        assert _allowing_tf32(runner.model) == allowing, precision

@@ -1,6 +1,7 @@
 #include "engine.h"
 
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/jit/runtime/graph_iterator.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -31,11 +32,34 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
                            ", not a tensor or a tuple or list of tensors");
 }
 
+}  // namespace
+
+int strict_convolutions(torch::jit::Module& module) {
+  int changed = 0;
+  static const c10::Symbol convolution = c10::Symbol::fromQualString("aten::_convolution");
+  constexpr size_t kAllowTF32 = 12;  // _convolution(input, ..., cudnn_enabled, allow_tf32)
+  for (const torch::jit::Module& part : module.modules())
+    for (const torch::jit::Method& method : part.get_methods()) {
+      std::shared_ptr<torch::jit::Graph> graph = method.graph();
+      torch::jit::DepthFirstGraphNodeIterator nodes(graph);
+      while (torch::jit::Node* node = nodes.next()) {
+        if (node->kind() != convolution || node->inputs().size() <= kAllowTF32) continue;
+        torch::jit::WithInsertPoint here(node);
+        node->replaceInput(kAllowTF32, graph->insertConstant(false));
+        ++changed;
+      }
+    }
+  return changed;
+}
+
+namespace {
+
 class TorchScript : public Engine {
  public:
-  TorchScript(const std::string& path, at::Device device)
+  TorchScript(const std::string& path, at::Device device, bool strict)
       : module_(torch::jit::load(path, device)) {
     module_.eval();
+    if (strict) strict_convolutions(module_);
   }
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
     return tensors_of(module_.forward(std::vector<c10::IValue>(inputs.begin(), inputs.end())));
@@ -152,8 +176,11 @@ bool known_runner(const std::string& runner) {
 }
 
 void strict_fp32() {
-  at::globalContext().setAllowTF32CuDNN(false);
-  at::globalContext().setAllowTF32CuBLAS(false);
+  // per operation: the CUDA backend's convolutions and RNNs default to TF32 of their own
+  // (torch 2.9 and later), which the old all-of-cuDNN switch leaves as they are
+  for (at::Float32Op op : {at::Float32Op::CONV, at::Float32Op::RNN, at::Float32Op::MATMUL})
+    at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, op,
+                                            at::Float32Precision::IEEE);
 }
 
 bool needs_gpu(const std::string& runner) {
@@ -177,7 +204,7 @@ std::unique_ptr<Engine> load_engine(const EngineSpec& spec) {
   if (spec.runner.rfind("aoti", 0) == 0)
     engine = std::make_unique<Aoti>(spec.path, spec.device, graphs);
   else
-    engine = std::make_unique<TorchScript>(spec.path, spec.device);
+    engine = std::make_unique<TorchScript>(spec.path, spec.device, !spec.fp16);
   if (!graphs) return engine;
 #ifdef DEPLOYBENCH_CUDA
   if (!spec.device.is_cuda())

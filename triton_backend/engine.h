@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
 
 #include <cstdint>
 #include <map>
@@ -70,6 +71,12 @@ std::unique_ptr<Engine> load_embeddings(const EngineSpec& spec);
 // the python runners have it. The flags are the process's, so every model of the server runs
 // strict once an FP32 one loads (a server measures one configuration, and its floor).
 void strict_fp32();
+
+// A trace records whether each convolution may use TF32 as a constant of its graph (the
+// global flag's value when it was traced: on, by default), which no setting at run time
+// changes: an FP32 model's are made strict, in every method of every submodule. Returns how
+// many it changed.
+int strict_convolutions(torch::jit::Module& module);
 
 // The batch sizes a CUDA graph is captured at: powers of two up to the max batch size, and it.
 std::vector<int64_t> graph_buckets(int64_t max_batch_size);

@@ -126,6 +126,7 @@ class OnnxRuntime : public Engine {
  public:
   explicit OnnxRuntime(const EngineSpec& spec) : device_(spec.device) {
     const OrtApi& ort = api();
+    OrtEnv* env = environment();  // first: the CUDA provider's options log through it
     OrtSessionOptions* made = nullptr;
     ort_check(ort.CreateSessionOptions(&made), "CreateSessionOptions");
     SessionOptions options(made);
@@ -137,7 +138,7 @@ class OnnxRuntime : public Engine {
               "intra-op threads");
     if (device_.is_cuda()) stream_note_ = append_cuda(ort, options.get(), spec);
     OrtSession* session = nullptr;
-    ort_check(ort.CreateSession(environment(), spec.path.c_str(), options.get(), &session),
+    ort_check(ort.CreateSession(env, spec.path.c_str(), options.get(), &session),
               "loading " + spec.path);
     session_.reset(session);
     OrtMemoryInfo* memory = nullptr;
@@ -220,7 +221,15 @@ class OnnxRuntime : public Engine {
     ort_check(ort.CreateCUDAProviderOptions(&cuda), "CUDA provider options");
     std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> guard(
         cuda, [](OrtCUDAProviderOptionsV2* p) { api().ReleaseCUDAProviderOptions(p); });
-    auto update = [&](const std::map<std::string, std::string>& settings) {
+    // one call with every option: each call sets the options it is given and resets the
+    // others to their defaults (a second call once left TF32 on, 2026-11-28)
+    auto update = [&](bool with_stream) {
+      std::map<std::string, std::string> settings{
+          {"device_id", std::to_string(spec.device.index())},
+          {"use_tf32", spec.fp16 ? "1" : "0"}};  // FP32 means FP32
+      if (with_stream)
+        settings["user_compute_stream"] =
+            std::to_string(reinterpret_cast<uintptr_t>(spec.stream));
       std::vector<const char*> keys, values;
       for (const auto& [k, v] : settings) {
         keys.push_back(k.c_str());
@@ -228,19 +237,15 @@ class OnnxRuntime : public Engine {
       }
       return ort.UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
     };
-    ort_check(update({{"device_id", std::to_string(spec.device.index())},
-                      {"use_tf32", spec.fp16 ? "1" : "0"}}),  // FP32 means FP32
-              "CUDA provider options");
-    std::string note = "its own CUDA stream";
-    if (spec.stream != nullptr) {
-      OrtStatus* refused = update(
-          {{"user_compute_stream", std::to_string(reinterpret_cast<uintptr_t>(spec.stream))}});
-      if (refused == nullptr) {
-        note = "the instance's CUDA stream";
-      } else {
+    std::string note = "the instance's CUDA stream";
+    OrtStatus* refused = spec.stream != nullptr ? update(true) : nullptr;
+    if (spec.stream == nullptr || refused != nullptr) {
+      note = "its own CUDA stream";
+      if (refused != nullptr) {
         note += std::string(" (it refused the instance's: ") + ort.GetErrorMessage(refused) + ")";
         ort.ReleaseStatus(refused);
       }
+      ort_check(update(false), "CUDA provider options");
     }
     ort_check(ort.SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda),
               "the CUDA execution provider (onnxruntime-gpu and its CUDA libraries)");

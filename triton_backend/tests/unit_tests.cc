@@ -3,8 +3,12 @@
 // batch sizes, an input split over buffers, each response holding its own rows, statistics in
 // order); requests of a wrong type or shape failing alone; the embedding store's lookups equal
 // to a plain gather on every row, hit and miss, with a cache smaller than the tables, its
-// refresh and counts; its metrics; the .npy reader's refusals. Run by tests/test_cpp_unit.py.
+// refresh and counts; its metrics; the .npy reader's refusals; a trace's convolutions made
+// strict FP32. Run by tests/test_cpp_unit.py.
 #include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/runtime/graph_iterator.h>
+#include <torch/script.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -300,6 +304,34 @@ void test_npy_refusals() {
   check_throws([&] { MappedFile missing(dir + "/none.npy"); }, {"none.npy"}, "a missing file");
 }
 
+// Convolutions of a trace (DEPLOYBENCH_TEST_TRACE: made with TF32 allowed, as torch traces
+// by default) that may use TF32, over every method of every submodule.
+int convolutions_allowing_tf32(torch::jit::Module& module) {
+  int found = 0;
+  for (const torch::jit::Module& part : module.modules())
+    for (const torch::jit::Method& method : part.get_methods()) {
+      std::shared_ptr<torch::jit::Graph> graph = method.graph();
+      torch::jit::DepthFirstGraphNodeIterator nodes(graph);
+      while (torch::jit::Node* node = nodes.next())
+        if (node->kind().toQualString() == std::string("aten::_convolution"))
+          found += torch::jit::toIValue(node->input(12))->toBool();
+    }
+  return found;
+}
+
+void test_strict_convolutions() {
+  const char* path = std::getenv("DEPLOYBENCH_TEST_TRACE");
+  if (path == nullptr) return;  // test_cpp_unit.py makes one
+  torch::jit::Module module = torch::jit::load(path);
+  at::Tensor x = at::randn({2, 4, 16});
+  at::Tensor before = module.forward({x}).toTensor();
+  int allowing = convolutions_allowing_tf32(module);
+  EXPECT(allowing == 2);  // a convolution of its own and one of a submodule
+  EXPECT(strict_convolutions(module) == allowing);
+  EXPECT(convolutions_allowing_tf32(module) == 0);
+  EXPECT(at::equal(module.forward({x}).toTensor(), before));  // on the CPU: the same numbers
+}
+
 }  // namespace
 
 int main() {
@@ -311,6 +343,7 @@ int main() {
   test_the_cache_refreshes();
   test_embedding_metrics();
   test_npy_refusals();
+  test_strict_convolutions();
   std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;
 }

@@ -99,9 +99,13 @@ class EnsembleRunner:
         if device_id is not None and hasattr(self.dense, "run_tensors"):
             self.torch, self.device = self.dense.torch, self.dense.device
 
+    def prepare(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """A batch of the model's samples as the ensemble's request (what its clients send)."""
+        return requests.flatten(self.model, self.table_sizes, arrays)
+
     def to_device(self, tensors: list) -> list:
         """The model's inputs (host tensors) as the ensemble's request on the device."""
-        request = requests.flatten(self.model, self.table_sizes, [t.numpy() for t in tensors])
+        request = self.prepare([t.numpy() for t in tensors])
         return [self.torch.from_numpy(a).to(self.device) for a in request]
 
     def run_tensors(self, request: list) -> list:
@@ -109,11 +113,14 @@ class EnsembleRunner:
         vectors = self.sparse.lookup_tensor(request[0])
         return self.dense.run_tensors(requests.dense_arrays(self.model, request, vectors))
 
-    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    def run_request(self, request: list[np.ndarray]) -> list[np.ndarray]:
+        """A request's host arrays in (copied to the device where the parts run there), the
+        outputs' host arrays out."""
         if hasattr(self, "device"):
-            tensors = self.run_tensors(self.to_device([self.torch.from_numpy(
-                np.ascontiguousarray(a)) for a in arrays]))
-            return [t.cpu().numpy() for t in tensors]
-        request = requests.flatten(self.model, self.table_sizes, arrays)
+            tensors = [self.torch.from_numpy(a).to(self.device) for a in request]
+            return [t.cpu().numpy() for t in self.run_tensors(tensors)]
         vectors = self.sparse.lookup_keys(request[0])
         return self.dense(requests.dense_arrays(self.model, request, vectors))
+
+    def __call__(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        return self.run_request(self.prepare(arrays))

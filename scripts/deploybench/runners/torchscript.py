@@ -37,6 +37,22 @@ def set_precision(options: Options) -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
 
 
+def strict_convolutions(module) -> int:
+    """A trace records whether each convolution may use TF32 as a constant of its graph (the
+    global flag's value when it was traced: on, by default), which set_precision cannot
+    change: an FP32 model's are made strict, in every method of every submodule (the C++
+    backend does the same). Returns how many it changed."""
+    changed = 0
+    for part in module.modules():
+        for name in part._c._method_names():
+            graph = part._c._get_method(name).graph
+            for node in graph.findAllNodes("aten::_convolution"):
+                with graph.insert_point_guard(node):
+                    node.replaceInput(12, graph.insertConstant(False))
+                changed += 1
+    return changed
+
+
 def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
     """FP16: the module's weights cast to half on the device it will run on."""
     if options.precision == "fp32":
@@ -116,6 +132,8 @@ class TorchScriptRunner(TorchRunner):
     def __init__(self, artifact: Path, options: Options):
         super().__init__(options)
         self.model = self.torch.jit.load(str(artifact), map_location=self.device).eval()
+        if options.precision == "fp32":
+            strict_convolutions(self.model)
 
 
 def load(name: str, artifact: Path, options: Options) -> TorchScriptRunner:
