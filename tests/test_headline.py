@@ -109,6 +109,28 @@ def test_a_contended_level_is_marked_beside_its_numbers(tmp_path):
     assert "contended during 1 of 7 measurements (offline batch 16)" in text
 
 
+def test_an_ensembles_native_loop_that_timed_the_request_being_made_has_no_ratio(tmp_path):
+    """An ensemble's offline rows (Served by: ensemble) beside a native loop that made the
+    request from the samples inside its timing (before native.json's `timed_from`): no
+    ratio, and why; with `timed_from: request` the ratios are the files'. A single model's
+    native.json needs no such entry."""
+    folder = write_configuration(tmp_path / "e")
+    offline = pd.read_csv(folder / "offline.csv").assign(**{"Served by": "ensemble"})
+    offline.to_csv(folder / "offline.csv", index=False)
+    ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
+    assert ratio["served/native"].isna().all()
+    text = configuration_lines(headline_of(folder), "")
+    assert ("**Served/native** at the largest batch: left out: native timed the request's "
+            "making too (the ensemble's samples made into its request)") in text
+    native = json.loads((folder / "native.json").read_text())
+    (folder / "native.json").write_text(json.dumps({**native, "timed_from": "request"}))
+    ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
+    assert ratio["served/native"].tolist() == [0.8, 0.95, 0.625]  # 100/125, 380/400, 1250/2000
+    single = write_configuration(tmp_path / "s")  # Served by deploybench: kept as it was
+    assert served_vs_native(single / "offline.csv", single / "native.csv")[
+        "served/native"].tolist() == [0.8, 0.95, 0.625]
+
+
 def test_served_over_native_leaves_out_a_row_only_one_side_measured_contended(tmp_path):
     quiet_native = write_configuration(tmp_path / "a", offline_contended=(4,))
     ratio = served_vs_native(quiet_native / "offline.csv", quiet_native / "native.csv")

@@ -10,12 +10,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..measurement import host_load, provenance
-from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT, read_perf
+from ..tables import DEVICE_THROUGHPUT, SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf
 from .markdown import markdown_table
 
 # Which side of a row ran under contention (host_load.contended): "", served, native, both
 CONTENDED = "contended"
 RATIO = "served/native"
+# An ensemble's native loop, before it made the request apart (native.json `timed_from`),
+# timed the making of the request from the samples too: its clients' work, not serving's
+UNMATCHED = "native timed the request's making too"
 
 
 def report_of(csv: Path) -> dict:
@@ -34,7 +37,9 @@ def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
                                       native_report.get("provenance", {}))
     if mismatch:
         raise provenance.DifferentDevices(f"served/native not computed: {mismatch}")
-    served = read_perf(offline_csv)[["Batch", SHARED_MEMORY, THROUGHPUT]]
+    served = read_perf(offline_csv)
+    ensemble = SERVED_BY in served and set(served[SERVED_BY].dropna()) == {"ensemble"}
+    served = served[["Batch", SHARED_MEMORY, THROUGHPUT]]
     native = pd.read_csv(native_csv)
     column = {"system": THROUGHPUT, "cuda": DEVICE_THROUGHPUT}
     served["native column"] = served[SHARED_MEMORY].map(column).fillna(THROUGHPUT)
@@ -48,7 +53,9 @@ def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
         _sides(host_load.contended(served_report, {"Batch": b, SHARED_MEMORY: mode}),
                host_load.contended(native_report, {"Batch": b}))
         for b, mode in zip(served["Batch"], served[SHARED_MEMORY])]
-    served.loc[served[CONTENDED].isin(["served", "native"]), RATIO] = float("nan")
+    if ensemble and native_report.get("timed_from") != "request":
+        served[CONTENDED] = UNMATCHED
+    served.loc[served[CONTENDED].isin(["served", "native", UNMATCHED]), RATIO] = float("nan")
     return served.dropna(subset=[f"{THROUGHPUT} native"])
 
 
@@ -59,6 +66,8 @@ def _sides(served: bool, native: bool) -> str:
 
 def left_out(row: pd.Series) -> str:
     """Why a row has no ratio (empty where it has one)."""
+    if row[CONTENDED] == UNMATCHED:
+        return f"left out: {UNMATCHED} (the ensemble's samples made into its request)"
     if row[CONTENDED] in ("served", "native"):
         quiet = "native" if row[CONTENDED] == "served" else "served"
         return f"left out: {row[CONTENDED]} ran beside other load, {quiet} did not"
