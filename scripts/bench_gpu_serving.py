@@ -13,9 +13,14 @@ prints, per shared-memory mode and serving backend:
 - batch 1: served average latency against native latency + the floor of the backend that
   served it + 0.1 ms; target ratio <= 1.00;
 then the two backends side by side per configuration and mode (the best served/native of
-each over the sets), and for the model named by --throughput-model its best served
-throughput at the largest batch against --throughput-target (TFT electricity FP16 on the
-H100: 150,000 inf/s), per backend.
+each over the sets, and the best served throughput of each: C++ against python), each row
+with the engine that ran it (torch, onnxruntime, an ensemble's embeddings + onnxruntime:
+the provenance's `engines`, or the configuration's runner where it recorded none), and for
+the model named by --throughput-model its best served throughput at the largest batch
+against --throughput-target (TFT electricity FP16 on the H100: 150,000 inf/s), per backend.
+An ensemble's row counts as the backend serving both its parts, and carries served over the
+native loop with the request already on the device (`served/device-native`): its host-array
+native figure timed the request's making too until 2026-11-28 (served_native.UNMATCHED).
 
     python scripts/bench_gpu_serving.py [--gpu h100] [--results results]
         [--throughput-model tft] [--throughput-target 150000]
@@ -26,6 +31,7 @@ It measures nothing itself, so it can be re-read anywhere.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -34,6 +40,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from deploybench.backends import BACKENDS as BACKENDS_BY_KEY  # noqa: E402
 from deploybench.measurement.provenance import DifferentDevices  # noqa: E402
 from deploybench.reporting.markdown import markdown_table  # noqa: E402
 from deploybench.reporting.served_native import served_vs_native  # noqa: E402
@@ -43,9 +50,22 @@ SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"
 LATENCY_SLACK_MS = 0.1  # the issue's allowance above native + floor at batch 1
 BACKENDS = ("python", "deploybench")
 FLOORS = [f"{b} floor ms (b1 / max)" for b in BACKENDS]
-COLUMNS = ["configuration", "served by", "mode", "max batch", "served inf/s",
-           "served/native", *FLOORS, "batch-1 served ms", "native ms", "floor ms",
-           "served / (native+floor+0.1)"]
+COLUMNS = ["configuration", "served by", "engine", "mode", "max batch", "served inf/s",
+           "served/native", "served/device-native", *FLOORS, "batch-1 served ms",
+           "native ms", "floor ms", "served / (native+floor+0.1)"]
+DEVICE = "device-resident Inferences/Second"
+
+
+def _serving(run: Path) -> tuple[str, str]:
+    """(backend, engine) of a configuration's offline measurement: an ensemble's backend
+    where both parts had the same, its engines joined; the runner of the configuration's key
+    where the provenance recorded no engine (before 2026-11-28: libtorch's or python's)."""
+    server = json.loads((run / "offline.json").read_text())["provenance"].get("server", {})
+    parts, engines = server.get("ensemble_parts", {}), server.get("engines", {})
+    backend = (parts and "+".join(sorted(set(parts.values())))) or server.get("served_by", "")
+    runner = BACKENDS_BY_KEY[run.name.rsplit("_", 1)[0]].runner if run.name.rsplit(
+        "_", 1)[0] in BACKENDS_BY_KEY else ""
+    return backend, " + ".join(engines[m] for m in sorted(engines)) or runner
 
 
 def _floor_ms(floor: pd.DataFrame | None, backend: str, mode: str, batch: int) -> float | None:
@@ -70,9 +90,10 @@ def served_rows(run: Path, name: str) -> list[dict]:
     native figure to set it against (none measured, or measured on another device)."""
     offline = read_perf(run / "offline.csv")
     top = offline[offline["Batch"] == offline["Batch"].max()]
-    return [{"configuration": name, "served by": row[SERVED_BY], "mode": row[SHARED_MEMORY],
-             "max batch": int(row["Batch"]), "served inf/s": round(row[THROUGHPUT])}
-            for _, row in top.iterrows()]
+    backend, engine = _serving(run)
+    return [{"configuration": name, "served by": backend, "engine": engine,
+             "mode": row[SHARED_MEMORY], "max batch": int(row["Batch"]),
+             "served inf/s": round(row[THROUGHPUT])} for _, row in top.iterrows()]
 
 
 def configuration_rows(run: Path, name: str) -> list[dict]:
@@ -87,13 +108,17 @@ def configuration_rows(run: Path, name: str) -> list[dict]:
         return served_rows(run, name)
     offline, native = read_perf(run / "offline.csv"), pd.read_csv(run / "native.csv")
     floor = read_perf(run / "floor.csv") if (run / "floor.csv").is_file() else None
-    served_by = offline[SERVED_BY].iloc[0]
+    served_by, engine = _serving(run)
+    device = native.set_index("Batch")[DEVICE] if DEVICE in native else None
     rows = []
     for mode, by_mode in ratio.groupby(SHARED_MEMORY, sort=False):
         top = by_mode[by_mode["Batch"] == by_mode["Batch"].max()].iloc[0]
-        row = {"configuration": name, "served by": served_by, "mode": mode,
+        on_device = device.get(top["Batch"]) if device is not None else None
+        row = {"configuration": name, "served by": served_by, "engine": engine, "mode": mode,
                "max batch": int(top["Batch"]), "served inf/s": round(top[SERVED]),
                "served/native": round(top["served/native"], 3),
+               "served/device-native": round(top[SERVED] / on_device, 3)
+               if on_device and not pd.isna(on_device) else None,
                **_floors(floor, mode, int(top["Batch"]))}
         one = offline[(offline["Batch"] == 1) & (offline[SHARED_MEMORY] == mode)]
         native_one = native[native["Batch"] == 1]
@@ -113,14 +138,21 @@ def configuration_rows(run: Path, name: str) -> list[dict]:
 
 def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
     """Per configuration key (model/backend_precision, whatever set measured it) and mode:
-    the best served/native of each serving backend, and their ratio."""
-    rated = table.dropna(subset=["served/native"]).copy()
-    rated["key"] = [f"{c.split('/')[0]}/{c.split('/')[-1]}" for c in rated["configuration"]]
-    best = rated.groupby(["key", "mode", "served by"])["served/native"].max().unstack()
-    best = best.reindex(columns=[b for b in BACKENDS if b in best.columns])
-    if set(BACKENDS) <= set(best.columns):
-        best["deploybench / python"] = (best["deploybench"] / best["python"]).round(3)
-    return best.reset_index().rename(columns={b: f"{b} served/native" for b in BACKENDS})
+    the best served/native and the best served throughput of each serving backend, and
+    their ratios (C++ against python)."""
+    table = table.copy()
+    table["key"] = [f"{c.split('/')[0]}/{c.split('/')[-1]}" for c in table["configuration"]]
+    columns = {}
+    for what in ("served/native", "served inf/s"):
+        best = table.dropna(subset=[what]).groupby(["key", "mode", "served by"])[what].max()
+        best = best.unstack().reindex(columns=[b for b in BACKENDS if b in set(
+            table["served by"])])
+        for b in best.columns:
+            columns[f"{b} {what}"] = best[b]
+        if set(BACKENDS) <= set(best.columns):
+            columns[f"deploybench / python ({what})"] = (best["deploybench"]
+                                                          / best["python"]).round(3)
+    return pd.DataFrame(columns).reset_index()
 
 
 def main() -> None:

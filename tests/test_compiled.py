@@ -118,7 +118,10 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
     # the C++ backend serves the AOTInductor package, the python backend torch.compile
     serving = {"tft-tiny/aoti_fp32": "deploybench", "tft-tiny/torch-compile_fp32": "python"}
     rated = set()
-    for name, (served_by, mode, batch, served, ratio, *floors, _, _, _, bound) in rows.items():
+    engines = {"tft-tiny/aoti_fp32": "aoti", "tft-tiny/torch-compile_fp32": "torch-compile"}
+    for name, (served_by, engine, mode, batch, served, ratio, device_ratio, *floors, _, _, _,
+               bound) in rows.items():
+        assert engine == engines[name] and device_ratio == ""  # no device column on the CPU
         run = built / "results" / name.replace("tft-tiny/", "tft-tiny/cpu/")
         offline, native = pd.read_csv(run / "offline.csv"), pd.read_csv(run / "native.csv")
         floor = pd.read_csv(run / "floor.csv")
@@ -144,9 +147,15 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
             + own[own["Batch"] == 1]["avg latency (ms)"].iloc[0] + 0.1)
         # printed to 3 digits (up to 0.48 % off near 1.05) from the CSVs' 4-decimal figures
         assert float(bound) == pytest.approx(expected, rel=1e-2)
-    # each configuration with a ratio beside itself under the backend that served it
-    assert {line.split("|")[1].strip() for line in side_by_side.splitlines()
-            if line.startswith("| tft-tiny/")} == rated, side_by_side
+    # each configuration beside itself under the backend that served it: its throughput,
+    # and its served/native where it has one
+    beside = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[3:-1]]
+              for line in side_by_side.splitlines() if line.startswith("| tft-tiny/")}
+    assert set(beside) == set(rows), side_by_side
+    for name, cells in beside.items():
+        ratios, throughputs = cells[:len(cells) // 2], cells[len(cells) // 2:]
+        assert any(ratios) == (name in rated), (name, cells)
+        assert str(round(float(rows[name][4]), 1)) in throughputs, (name, cells)
     assert "deploybench: served/native at max batch >= 0.90:" in result.stdout
     assert "python: served/native at max batch >= 0.90:" in result.stdout
 
@@ -165,7 +174,7 @@ def test_gpu_serving_benchmark_shows_served_rows_with_no_native_of_their_own(bui
                             capture_output=True, text=True, check=True)
     row = next(line for line in result.stdout.splitlines()
                if line.startswith("| tft-tiny/served-only/aoti_fp32 "))
-    served_by, mode, batch, served, ratio = [c.strip() for c in row.split("|")[2:7]]
+    served_by, _, mode, batch, served, ratio = [c.strip() for c in row.split("|")[2:8]]
     offline = pd.read_csv(source / "offline.csv")
     assert (served_by, mode, int(batch)) == ("deploybench", "system", offline["Batch"].max())
     assert int(served) == round(offline["Inferences/Second"].iloc[-1]) and ratio == ""
