@@ -379,3 +379,42 @@ class CudaRegions:
         start = self.used
         self.used += -(-nbytes // 256) * 256
         return self.base + start, self.buffer[start:start + nbytes]
+
+
+def cuda_infer(url: str, model: str, feed: dict, inputs_on: str, outputs_on: str,
+               outputs=(("y", 3), ("s", 1))) -> list:
+    """`model`'s inputs (`feed`: name -> FP32 or INT64 array) from CUDA shared memory or the
+    request, its FP32 `outputs` ((name, width) each) into CUDA shared memory or the
+    response (gRPC at `url`)."""
+    import numpy as np
+    import torch
+    import tritonclient.grpc as grpcclient
+
+    n = len(next(iter(feed.values())))  # the batch
+    with grpcclient.InferenceServerClient(url) as client:
+        cuda = CudaRegions(client)
+        tensors = []
+        for name, array in feed.items():
+            tensor = grpcclient.InferInput(name, list(array.shape),
+                                           "FP32" if array.dtype == np.float32 else "INT64")
+            if inputs_on == "cuda":
+                offset, place = cuda.take(array.nbytes)
+                place.copy_(torch.from_numpy(array).view(torch.uint8).reshape(-1))
+                tensor.set_shared_memory("cuda", array.nbytes, offset)
+            else:
+                tensor.set_data_from_numpy(array)
+            tensors.append(tensor)
+        outs, places = [], {}
+        for name, width in outputs:
+            out = grpcclient.InferRequestedOutput(name)
+            if outputs_on == "cuda":
+                offset, places[name] = cuda.take(n * width * 4)
+                out.set_shared_memory("cuda", n * width * 4, offset)
+            outs.append(out)
+        torch.cuda.synchronize()
+        result = client.infer(model, tensors, outputs=outs)
+        client.unregister_cuda_shared_memory()
+        if outputs_on == "cuda":
+            return [places[k].view(torch.float32).reshape(n, w).cpu().numpy()
+                    for k, w in outputs]
+        return [result.as_numpy(k) for k, _ in outputs]

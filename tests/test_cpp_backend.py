@@ -23,7 +23,7 @@ import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from conftest import CudaRegions, check_littles_law, snakemake
+from conftest import check_littles_law, cuda_infer, snakemake
 from deploybench import artifacts, deployments, source_model
 from deploybench.steps.conversion_check import tolerance
 from deploybench.triton import config as triton_config
@@ -361,33 +361,6 @@ def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
 
 # ---- on a GPU -------------------------------------------------------------------------
 
-def _cuda_infer(server, x: np.ndarray, inputs_on: str, outputs_on: str) -> list[np.ndarray]:
-    n = x.shape[0]
-    with grpcclient.InferenceServerClient(server.grpc_url) as client:
-        cuda = CudaRegions(client)
-        tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
-        if inputs_on == "cuda":
-            offset, place = cuda.take(x.nbytes)
-            place.copy_(torch.from_numpy(x).view(torch.uint8).reshape(-1))
-            tensor.set_shared_memory("cuda", x.nbytes, offset)
-        else:
-            tensor.set_data_from_numpy(x)
-        outs, places = [], {}
-        for name, width in (("y", 3), ("s", 1)):
-            out = grpcclient.InferRequestedOutput(name)
-            if outputs_on == "cuda":
-                offset, places[name] = cuda.take(n * width * 4)
-                out.set_shared_memory("cuda", n * width * 4, offset)
-            outs.append(out)
-        torch.cuda.synchronize()
-        result = client.infer(server.model, [tensor], outputs=outs)
-        client.unregister_cuda_shared_memory()
-        if outputs_on == "cuda":
-            return [places[k].view(torch.float32).reshape(n, w).cpu().numpy()
-                    for k, w in (("y", 3), ("s", 1))]
-        return [result.as_numpy("y"), result.as_numpy("s")]
-
-
 @GPU
 @pytest.mark.parametrize("runner", ["torch", "torch-cudagraph"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -411,7 +384,8 @@ def test_on_a_gpu_cuda_shared_memory_is_read_and_written_in_place(triton, toy, r
             want = expected(module, x, "cuda", half=precision == "fp16")
             for inputs_on in ("cuda", "host"):
                 for outputs_on in ("cuda", "host"):
-                    got = _cuda_infer(server, x, inputs_on, outputs_on)
+                    got = cuda_infer(server.grpc_url, server.model, {"x": x}, inputs_on,
+                                     outputs_on)
                     for g, w in zip(got, want):
                         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6,
                                                    err_msg=f"{inputs_on} -> {outputs_on}")

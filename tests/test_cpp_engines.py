@@ -20,7 +20,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
-from conftest import CudaRegions
+from conftest import cuda_infer
 from deploybench.ensemble.metrics import cache_counters
 from deploybench.runners.embeddings import METADATA, RANKING, STORAGE
 from deploybench.triton import config as triton_config
@@ -273,39 +273,6 @@ def test_the_embedding_store_returns_every_row_of_the_table(triton, tmp_path, pl
 
 
 # ---- on a GPU ---------------------------------------------------------------------------
-
-def cuda_infer(url: str, model: str, feed: dict, inputs_on: str, outputs_on: str):
-    """The graph's inputs from CUDA shared memory or the request, its outputs into CUDA
-    shared memory or the response."""
-    n = len(feed["x"])
-    with grpcclient.InferenceServerClient(url) as client:
-        cuda = CudaRegions(client)
-        tensors = []
-        for name, array in feed.items():
-            tensor = grpcclient.InferInput(name, list(array.shape),
-                                           "FP32" if array.dtype == np.float32 else "INT64")
-            if inputs_on == "cuda":
-                offset, place = cuda.take(array.nbytes)
-                place.copy_(torch.from_numpy(array).view(torch.uint8).reshape(-1))
-                tensor.set_shared_memory("cuda", array.nbytes, offset)
-            else:
-                tensor.set_data_from_numpy(array)
-            tensors.append(tensor)
-        outs, places = [], {}
-        for name, width in (("y", 3), ("s", 1)):
-            out = grpcclient.InferRequestedOutput(name)
-            if outputs_on == "cuda":
-                offset, places[name] = cuda.take(n * width * 4)
-                out.set_shared_memory("cuda", n * width * 4, offset)
-            outs.append(out)
-        torch.cuda.synchronize()
-        result = client.infer(model, tensors, outputs=outs)
-        client.unregister_cuda_shared_memory()
-        if outputs_on == "cuda":
-            return [places[k].view(torch.float32).reshape(n, w).cpu().numpy()
-                    for k, w in (("y", 3), ("s", 1))]
-        return [result.as_numpy("y"), result.as_numpy("s")]
-
 
 @ORT_GPU
 def test_on_a_gpu_onnx_runtime_reads_and_writes_cuda_shared_memory_in_place(triton, work):
