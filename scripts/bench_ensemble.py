@@ -100,7 +100,7 @@ def hit_rates(args, configfiles, config: Settings) -> None:
     print("| cache fraction | cached rows | cache MiB | hit rate |")
     print("|---:|---:|---:|---:|")
     for fraction in sorted({default, *FRACTIONS}):
-        lookup = HierarchicalEmbeddings(sparse, fraction)
+        lookup = HierarchicalEmbeddings(sparse, fraction, placement="cache")
         for start in range(0, len(ids), 4096):
             lookup(ids[start:start + 4096])
         d = lookup.describe()
@@ -166,8 +166,10 @@ def sweep(args, config: Settings) -> None:
     batch, requests = args.sweep_batch, args.sweep_requests
     rng = np.random.default_rng(0)
     triton = install.prepare()
+    server = ensemble_repository.sparse_server(run, triton.backends)
     print(f"\n## Table-size sweep: {tables} tables x {dim} FP32, device cache "
-          f"{args.cache_mb} MiB, Triton sparse model ({run['gpu']['key']}), batch {batch}\n")
+          f"{args.cache_mb} MiB, Triton sparse model ({run['gpu']['key']}, served by {server}), "
+          f"batch {batch}\n")
     print("| rows | tables MiB | tables/cache | cache fraction | hit rate | samples/s | "
           "cost vs first |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -178,8 +180,10 @@ def sweep(args, config: Settings) -> None:
             sizes = synthetic_sparse(tmp / "sparse", rows, tables, dim, rng)
             fraction = min(1.0, cache_rows / sum(sizes))
             meta = ensemble_parts.read_metadata(tmp / "sparse")
-            run["model"]["ensemble"] = {**model["ensemble"], "cache_fraction": fraction}
-            ensemble_repository.sparse_model(run, tmp / "sparse", meta, tmp / "repo", "sparse")
+            run["model"]["ensemble"] = {**model["ensemble"], "cache_fraction": fraction,
+                                        "placement": "cache"}  # the store past the device
+            ensemble_repository.sparse_model(run, tmp / "sparse", meta, tmp / "repo", "sparse",
+                                             server)
             # Criteo-like skew: id = size x u^3 (a tenth of the rows take ~46% of lookups)
             ids = np.floor(np.asarray(sizes) * rng.random((requests, batch, tables)) ** 3)
             ids = ids.astype(numpy_dtype(ids_spec["dtype"]))  # the model's id type

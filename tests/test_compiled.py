@@ -135,7 +135,8 @@ def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
         if sides[sides["Batch"] == int(batch)][CONTENDED].iloc[0] in ("served", "native"):
             assert ratio == "", (name, ratio)
         else:
-            assert float(ratio) == pytest.approx(top / native_top, rel=5e-3)  # 3 digits
+            # printed to 3 significant digits: up to half a unit of the third off
+            assert float(ratio) == pytest.approx(top / native_top, rel=6e-3)
             rated.add(name)
         # both backends' floors at batch 1 and the largest, the served one in the bound
         for backend, text in zip(("python", "deploybench"), floors):

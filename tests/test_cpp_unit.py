@@ -25,11 +25,23 @@ class Nested(torch.nn.Module):
         return self.inner(self.first(x))
 
 
+def trace_allowing_tf32(path):
+    """Nested traced as torch traces by default, TF32 allowed (whatever an earlier test of
+    this process set), saved to `path`."""
+    allowed = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        trace = torch.jit.trace(Nested().eval(), torch.randn(2, 4, 16))
+    finally:
+        torch.backends.cudnn.allow_tf32 = allowed
+    trace.save(str(path))
+    return trace
+
+
 def test_the_backends_unit_tests_pass(tmp_path):
     program = cpp_backend.unit_tests(install.cache_dir())
     torch.manual_seed(0)
-    trace = torch.jit.trace(Nested().eval(), torch.randn(2, 4, 16))  # TF32 allowed, the default
-    trace.save(str(tmp_path / "trace.pt"))
+    trace_allowing_tf32(tmp_path / "trace.pt")
     result = subprocess.run([str(program)], capture_output=True, text=True, timeout=300,
                             env=dict(os.environ, DEPLOYBENCH_TEST_TRACE=str(tmp_path / "trace.pt")))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -47,8 +59,7 @@ def test_the_python_runner_makes_an_fp32_traces_convolutions_strict_too(tmp_path
     convolutions may not use TF32 once loaded (an FP16 model's keep what they had)."""
     from deploybench import runners
 
-    trace = torch.jit.trace(Nested().eval(), torch.randn(2, 4, 16))
-    trace.save(str(tmp_path / "trace.pt"))
+    trace = trace_allowing_tf32(tmp_path / "trace.pt")
     assert _allowing_tf32(trace) == 2
     for precision, allowing in (("fp32", 0), ("fp16", 2)):
         runner = runners.load("torch", tmp_path / "trace.pt",

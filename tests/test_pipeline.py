@@ -175,7 +175,9 @@ def check_telemetry(run: Path) -> None:
         table = pd.read_csv(run / f"{scenario}.csv")
         # online: every request's tail after the telemetry
         assert list(table.columns) == columns + PROCESS_TELEMETRY + tail, table.columns
-        detail = json.loads((run / f"{scenario}.json").read_text())["telemetry"]
+        report = json.loads((run / f"{scenario}.json").read_text())
+        served_by = {scenario: report["provenance"].get("server", {}).get("served_by")}
+        detail = report["telemetry"]
         assert [d["Batch"] for d in detail] == list(table["Batch"])
         for d, (_, row) in zip(detail, table.iterrows()):
             procs = d["processes"]
@@ -188,13 +190,15 @@ def check_telemetry(run: Path) -> None:
                 < memory_mib, row
             assert 0 < row["process CPU mean (%)"] <= row["process CPU max (%)"] \
                 <= 100 * cpus, row
-            # samples over the whole measurement; served: the server and at least its stub
+            # samples over the whole measurement; served: the server, and the stub of a
+            # python-backend model (the C++ backend runs it in the server's process)
             assert procs["windows"] >= 1 and d["duration_s"] > 0
-            assert procs["count_max"] >= (1 if scenario == "native" else 2), procs
+            assert procs["count_max"] >= (1 if scenario == "native" or served_by[scenario]
+                                          == "deploybench" else 2), procs
         if scenario == "native":  # the runner computed in this process all the time
             assert (table["process CPU mean (%)"] > 20).all(), table
     accuracy = json.loads((run / "accuracy.json").read_text())["telemetry"]
-    assert accuracy["processes"]["count_max"] >= 2 and accuracy["processes"]["rss_mib"][
+    assert accuracy["processes"]["count_max"] >= 1 and accuracy["processes"]["rss_mib"][
         "max"] > 30
 
 

@@ -193,20 +193,24 @@ def commit(project: Path, message: str, init: bool = False) -> str:
 
 
 def test_a_software_change_is_reported_with_its_provenance(built, tmp_path):
-    """A commit that makes the runner wait 20 ms before each inference (as a slow
-    pre-processing step would): the model repository and what was measured on it re-run,
-    and compare.md reports every offline and online level slower beyond the noise, with the
-    project's commit among what differs."""
+    """A commit that makes the C++ backend's ONNX Runtime engine (which serves the run)
+    wait 20 ms before each inference (as a slow pre-processing step would): the backend is
+    built again, the model repository and what was measured on it re-run, and compare.md
+    reports every offline and online level slower beyond the noise, with the project's
+    commit among what differs."""
     work = tmp_path / "work"
     shutil.copytree(built, work, symlinks=True)
     project = project_copy(tmp_path / "project")
-    runner = project / "scripts/deploybench/runners/onnxruntime.py"
-    code = runner.read_text()
-    code = code.replace("import numpy as np\n", "import time\n\nimport numpy as np\n", 1)
-    code = code.replace("    def __call__(self, arrays):\n",
-                        "    def __call__(self, arrays):\n        time.sleep(0.02)\n", 1)
-    runner.write_text(code)
-    changed = commit(project, "the runner waits 20 ms before each inference")
+    engine = project / "triton_backend/onnxruntime_engine.cc"
+    code = engine.read_text()
+    code = code.replace("#include <string>\n", "#include <string>\n#include <thread>\n", 1)
+    run_call = "  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {\n"
+    assert run_call in code
+    code = code.replace(run_call, run_call + "    std::this_thread::sleep_for("
+                        "std::chrono::milliseconds(20));\n", 1)
+    engine.write_text(code.replace("#include <algorithm>\n",
+                                   "#include <algorithm>\n#include <chrono>\n", 1))
+    changed = commit(project, "the engine waits 20 ms before each inference")
     snakemake(work, f"{RUN}/compare.md", "results/tft-tiny/compare.md", project=project)
 
     report = (work / RUN / "compare.md").read_text()
@@ -216,7 +220,7 @@ def test_a_software_change_is_reported_with_its_provenance(built, tmp_path):
         rows = markdown_rows(report, f"## {scenario.capitalize()}")
         assert [row["verdict"] for row in rows] == ["**slower**"] * levels, report
         assert all(float(row["inf/s change"].rstrip(" %")) < -75 for row in rows), rows
-    assert summary["native"]["baseline"] == "none"  # the runner's code is not native's input
+    assert summary["native"]["baseline"] == "none"  # the engine is not native's input
     assert "**4 slower** of 4 compared levels, beyond the measured noise." in report
     before = json.loads((built / RUN / "offline.json").read_text())["provenance"]["project"]
     differences = {row["what"]: row for row in markdown_rows(report, "## Provenance differences")}

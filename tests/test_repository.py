@@ -110,9 +110,9 @@ def test_which_backend_serves(settings):
 
 
 def test_which_backend_serves_the_torch_formats(settings):
-    """The pipeline's C++ backend serves the PyTorch formats wherever the server has it
-    (auto), the python backend or the format's own where told to; it is refused, with why,
-    for a format it does not serve or a server without it."""
+    """The pipeline's C++ backend serves the PyTorch formats and ONNX wherever the server has
+    it (auto), the python backend or the format's own where told to; it is refused, with
+    why, for a format it does not serve or a server without it."""
     embedded = ["deploybench", "python"]
     for backend in ("ts-trace", "ts-script", "aoti"):
         run = settings.run("tft-tiny", "cpu", backend, "fp32")
@@ -129,11 +129,17 @@ def test_which_backend_serves_the_torch_formats(settings):
     with pytest.raises(ValueError, match="has no 'deploybench' backend .it has: python; the "
                                          "install records why"):
         repository.choose_backend(told, ["python"])
-    onnx = {**settings.run("tft-tiny", "cpu", "onnx", "fp32"), "server": told["server"]}
-    with pytest.raises(ValueError, match="it does not serve backend 'onnx' .it serves the "
-                                         "runners torch, torch-cudagraph, aoti"):
-        repository.choose_backend(onnx, embedded)
-    assert repository.choose_backend({**onnx, "server": run["server"]}, embedded) == "python"
+    compiled = {**settings.run("tft-tiny", "cpu", "torch-compile", "fp32"),
+                "server": told["server"]}
+    with pytest.raises(ValueError, match="it does not serve backend 'torch-compile' .it serves "
+                                         "the runners onnxruntime, torch, torch-cudagraph, aoti"):
+        repository.choose_backend(compiled, embedded)
+    assert repository.choose_backend({**compiled, "server": run["server"]}, embedded) == \
+        "python"
+    # ONNX in its ONNX Runtime engine, as the torch formats in libtorch
+    onnx = settings.run("tft-tiny", "cpu", "onnx", "fp32")
+    assert repository.choose_backend(onnx, embedded) == "deploybench"
+    assert repository.choose_backend(onnx, ["python"]) == "python"
 
 
 def test_aoti_on_a_full_triton_is_torch_aoti_or_refused_with_the_reason(settings):
