@@ -425,3 +425,25 @@ def cuda_infer(url: str, model: str, feed: dict, inputs_on: str, outputs_on: str
             return [places[k].view(torch.float32).reshape(n, w).cpu().numpy()
                     for k, w in outputs]
         return [result.as_numpy(k) for k, _ in outputs]
+
+
+def at_once(calls: list) -> list:
+    """Each of `calls` (no arguments) on a thread of its own, all started before any is
+    waited on; their results in order (an exception raised by any fails the caller)."""
+    import threading
+
+    results, errors = [None] * len(calls), []
+
+    def run(k):
+        try:
+            results[k] = calls[k]()
+        except Exception as err:  # raised below, in the caller's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results

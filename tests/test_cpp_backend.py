@@ -12,7 +12,6 @@ import mmap
 import os
 import subprocess
 import sys
-import threading
 import warnings
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from conftest import check_littles_law, cuda_infer, snakemake
+from conftest import at_once, check_littles_law, cuda_infer, snakemake
 from deploybench import artifacts, deployments, source_model
 from deploybench.steps.conversion_check import tolerance
 from deploybench.triton import config as triton_config
@@ -175,22 +174,10 @@ def test_the_dynamic_batchers_requests_come_back_to_their_clients(triton, toy):
     run = run_of(max_batch=64, delay_us=200_000)  # a long queue delay: the requests meet
     rng = np.random.default_rng(2)
     requests = [rng.standard_normal((b, 4)).astype(np.float32) for b in range(1, 9)]
-    results, errors = [None] * len(requests), []
     with serve(triton, work, run, "batched") as server:
-        def call(i):
-            try:
-                results[i] = grpc_infer(server, requests[i], "batched")
-            except Exception as err:  # reported below
-                errors.append(err)
-
-        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(requests))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = at_once([lambda x=x: grpc_infer(server, x, "batched") for x in requests])
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
             stats = client.get_inference_statistics("batched").model_stats[0]
-    assert not errors, errors
     for x, got in zip(requests, results):
         for g, w in zip(got, expected(module, x)):
             np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)

@@ -9,7 +9,6 @@ miss, through a cache a tenth of the table, and the server's metrics count the l
 hits per table."""
 
 import json
-import threading
 
 import numpy as np
 import onnx
@@ -20,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
-from conftest import cuda_infer
+from conftest import at_once, cuda_infer
 from deploybench.ensemble.metrics import cache_counters
 from deploybench.runners.embeddings import METADATA, RANKING, STORAGE
 from deploybench.triton import config as triton_config
@@ -142,22 +141,11 @@ def test_the_dynamic_batchers_requests_come_back_to_their_clients(triton, work):
     """Eight clients at once, batches of 1 to 8 samples: every response holds its own
     client's outputs, and the server ran fewer batches than requests."""
     feeds = [samples(b, 10 + b) for b in range(1, 9)]
-    results, errors = [None] * len(feeds), []
     with serve(triton, work, run_of(max_batch=64, delay_us=200_000), "batched") as server:
-        def call(k):
-            try:
-                results[k] = infer(grpcclient, server.grpc_url, "batched", feeds[k])
-            except Exception as err:  # reported below
-                errors.append(err)
-
-        threads = [threading.Thread(target=call, args=(k,)) for k in range(len(feeds))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        results = at_once([lambda f=f: infer(grpcclient, server.grpc_url, "batched", f)
+                           for f in feeds])
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
             stats = client.get_inference_statistics("batched").model_stats[0]
-    assert not errors, errors
     for feed, got in zip(feeds, results):
         for g, w in zip(got, in_process(work, feed)):
             np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
