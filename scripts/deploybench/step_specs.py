@@ -47,6 +47,13 @@ STORE_DEFAULTS = {"placement": "fit", "device_share": 0.5}
 STORE_SETTINGS = ("cache_fraction", *STORE_DEFAULTS)
 
 
+def store_settings(ensemble: dict) -> dict:
+    """An `ensemble` section's store settings, the defaults filled in (ensemble.parts.store,
+    and the configuration report's wording of them)."""
+    return {"cache_fraction": float(ensemble["cache_fraction"]),
+            **{k: ensemble.get(k, v) for k, v in STORE_DEFAULTS.items()}}
+
+
 def step_spec(run: dict, step: str) -> dict:
     """The part of `run` that `step` depends on (the full run for the report)."""
     if step not in STEP_FIELDS:

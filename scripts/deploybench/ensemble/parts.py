@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import plugins
 from ..backends import BACKENDS
 from ..runners.embeddings import METADATA
-from ..step_specs import STORE_DEFAULTS
+from ..step_specs import store_settings
 
 SPARSE, DENSE = "sparse", "dense"
 
@@ -25,9 +25,7 @@ def settings(model: dict) -> dict:
 def store(model: dict) -> dict:
     """The sparse model's store: placement (fit: every table on the device where they fit
     `device_share` of its memory; cache: a device cache over host memory), cache_fraction."""
-    ens = settings(model)
-    return {"cache_fraction": float(ens["cache_fraction"]),
-            **{k: ens.get(k, v) for k, v in STORE_DEFAULTS.items()}}
+    return store_settings(settings(model))
 
 
 def names(name: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from ..deployments import gpu_count
 from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
 from ..scenarios import own_server_refusal
-from ..step_specs import STORE_DEFAULTS
+from ..step_specs import store_settings
 from ..tables import (
     SHARED_MEMORY,
     STABLE,
@@ -91,7 +91,7 @@ def _cache_section(run: dict, offline: dict, online: dict) -> str:
             if report.get("embedding_cache")]
     if not rows:
         return ""
-    store = {**STORE_DEFAULTS, **run["model"]["ensemble"]}
+    store = store_settings(run["model"]["ensemble"])
     cache = (f"a cache of {store['cache_fraction']:g} of each table's rows (HPS's "
              "`gpucacheper`), filled with each table's most frequent rows in the training "
              "split (and refreshed with missed rows as it serves, in the C++ backend's store); "

@@ -35,15 +35,14 @@ def served_by(prov: dict, notes: bool = True) -> str:
     server = prov.get("server", {})
     parts, engines = server.get("ensemble_parts"), server.get("engines", {})
 
-    def engine(model: str, backend: str) -> str:
-        return ENGINES.get(engines.get(model, "torch"), "libtorch") \
-            if backend == "deploybench" else ""
+    def engine(model: str) -> str:
+        return ENGINES.get(engines.get(model, "torch"), "libtorch")
     if parts:
         return "ensemble of " + ", ".join(
-            f"{m} ({b}{', ' + engine(m, b) if engine(m, b) else ''})" for m, b in parts.items())
+            f"{m} ({b}, {engine(m)})" if b == "deploybench" else f"{m} ({b})"
+            for m, b in parts.items())
     backend = server.get("served_by", "python")  # before it was recorded: python only
-    model = next(iter(engines), "")
-    note = BACKEND_NOTES.get(backend, "").format(engine(model, backend))
+    note = BACKEND_NOTES.get(backend, "").format(engine(next(iter(engines), "")))
     return f"{backend} backend" + (note if notes else "")
 
 

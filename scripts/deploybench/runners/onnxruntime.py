@@ -97,14 +97,10 @@ class OnnxRuntimeRunner(Runner):
         # outputs of a known shape into tensors made here; the others where ONNX Runtime
         # puts them (handed over through DLPack)
         batch, made = len(tensors[0]), []
+        floating = {"tensor(float16)": torch.float16, "tensor(float)": torch.float32}
         for name, dims in zip(self.output_names, self.output_dims):
-            if dims is None or any(d < 0 for d in dims):
-                binding.bind_output(name, "cuda", self.device.index)
-                made.append(None)
-                continue
-            dtype = torch.float16 if self.session_outputs[name] == "tensor(float16)" else (
-                torch.float32 if self.session_outputs[name] == "tensor(float)" else None)
-            if dtype is None:
+            dtype = floating.get(self.session_outputs[name])
+            if dims is None or any(d < 0 for d in dims) or dtype is None:
                 binding.bind_output(name, "cuda", self.device.index)
                 made.append(None)
                 continue
