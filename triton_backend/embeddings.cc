@@ -165,10 +165,15 @@ at::Tensor EmbeddingStore::lookup(const at::Tensor& keys_in) {
                                 " keys are not a whole number of samples of " +
                                 std::to_string(t) + " tables");
   at::Tensor keys = keys_in.to(device_, at::kLong, /*non_blocking=*/true);
-  if (keys.numel() && (keys.lt(0).logical_or(keys.ge(rows_))).any().item<bool>())
-    throw std::invalid_argument("keys outside the fused table's " + std::to_string(rows_) +
-                                " rows (min " + std::to_string(keys.min().item<int64_t>()) +
-                                ", max " + std::to_string(keys.max().item<int64_t>()) + ")");
+  if (keys.numel()) {  // one reduction and one read back: a small batch is launch-bound
+    auto [low, high] = at::aminmax(keys);
+    at::Tensor range = at::stack({low, high}).to(at::kCPU);
+    int64_t min = range[0].item<int64_t>(), max = range[1].item<int64_t>();
+    if (min < 0 || max >= rows_)
+      throw std::invalid_argument("keys outside the fused table's " + std::to_string(rows_) +
+                                  " rows (min " + std::to_string(min) + ", max " +
+                                  std::to_string(max) + ")");
+  }
   int64_t samples = keys.numel() / t;
   at::Tensor rows;
   if (whole_) {

@@ -16,6 +16,7 @@
 #endif
 
 #include "engine.h"
+#include "host_copy.h"
 #include "metrics.h"
 #include "model.h"
 #include "triton_api.h"
@@ -53,7 +54,7 @@ class Instance {
   void finish(Request& r, const Times& times);
   at::Tensor& pinned(at::Tensor& buffer, int64_t bytes);
   void synchronize();
-  void profile(const Times& times);
+  void profile(const Times& times, int64_t samples);
 
   TRITONBACKEND_ModelInstance* triton_;
   const ModelSpec& model_;
@@ -61,11 +62,13 @@ class Instance {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<TableMetrics> metrics_;  // an engine's per-table counts, where it keeps some
   at::Tensor staging_in_, staging_out_;  // pinned host memory of a GPU instance
+  std::unique_ptr<HostCopier> copier_;
   bool threads_set_ = false;
   // DEPLOYBENCH_PROFILE_EVERY=N: every N executions, the mean time of their phases in the
-  // server log (gathering the inputs, running the model, scattering the outputs), as the
-  // python backend's model file reports it (scripts/bench_served_variants.py reads both)
-  int64_t profile_every_ = 0, executions_ = 0;
+  // server log (gathering the inputs, running the model, scattering the outputs) with the
+  // model's name and mean batch, as the python backend's model file reports it
+  // (scripts/bench_served_variants.py reads both)
+  int64_t profile_every_ = 0, executions_ = 0, samples_ = 0;
   double phases_ms_[3] = {0, 0, 0};
 #ifdef DEPLOYBENCH_CUDA
   std::unique_ptr<c10::cuda::CUDAStream> stream_;

@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <map>
 #include <stdexcept>
-#include <thread>
 
 #include "json.h"
+#include "util.h"
 
 namespace deploybench {
 namespace {
@@ -112,7 +112,7 @@ ModelSpec ModelSpec::from_config(const std::string& text, const std::string& dir
                              "' is not valid (a whole number of CPU threads; 0: the cores "
                              "shared evenly among the CPU instances)");
   if (spec.cpu_threads <= 0) {
-    int cores = static_cast<int>(std::thread::hardware_concurrency());
+    int cores = usable_cores();
     spec.cpu_threads = std::max<int64_t>(1, cores / std::max<int64_t>(1, cpu_instances));
   }
   return spec;

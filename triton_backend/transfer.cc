@@ -1,8 +1,6 @@
 // An instance's data movement: the requests' inputs gathered into one batch where the engine
 // runs (read in place where they already lie there), and the outputs scattered into the
 // buffers Triton gives each response.
-#include <ATen/Parallel.h>
-
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -25,31 +23,6 @@ struct Chunk {
   int64_t bytes;
   at::Device device;
 };
-
-// Host-to-host copies, large ones split over the intra-op threads: one thread copies about
-// 6 GB/s, and a TFT batch of 1024 brings 6.3 MB through system shared memory (1.4 ms of
-// compute input on an H100's host, 2026-11-26).
-struct HostCopy {
-  void* to;
-  const void* from;
-  int64_t bytes;
-};
-constexpr int64_t kPiece = 1 << 20;
-
-void copy_on_host(const std::vector<HostCopy>& copies) {
-  std::vector<HostCopy> pieces;
-  for (const HostCopy& c : copies)
-    for (int64_t at = 0; at < c.bytes; at += kPiece)
-      pieces.push_back({static_cast<uint8_t*>(c.to) + at,
-                        static_cast<const uint8_t*>(c.from) + at, std::min(kPiece, c.bytes - at)});
-  auto copy = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) std::memcpy(pieces[i].to, pieces[i].from, pieces[i].bytes);
-  };
-  if (pieces.size() < 2)
-    copy(0, static_cast<int64_t>(pieces.size()));
-  else
-    at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, copy);
-}
 
 }  // namespace
 
@@ -143,7 +116,7 @@ std::vector<at::Tensor> Instance::gather(const std::vector<Request*>& group, int
       at += chunk.bytes;
     }
   }
-  copy_on_host(host_copies);
+  copier_->copy(host_copies);
   if (uploads) batch.copy_(staging_in_.narrow(0, 0, packed), /*non_blocking=*/true);
   for (const Copy& c : copies) {
     int64_t at = c.offset;
@@ -262,7 +235,7 @@ void Instance::scatter(const std::vector<Request*>& group, const std::vector<at:
           .copy_(slice, /*non_blocking=*/true);
     }
   }
-  copy_on_host(host_copies);
+  copier_->copy(host_copies);
 }
 
 }  // namespace deploybench

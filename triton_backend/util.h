@@ -1,13 +1,17 @@
 // Small helpers both halves of an instance use: Triton's errors as text, time stamps,
-// shapes as text, where a buffer lies.
+// shapes as text, where a buffer lies, the cores this process may use.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "triton_api.h"
 
@@ -46,6 +50,13 @@ inline at::Device memory_device(TRITONSERVER_MemoryType type, int64_t id) {
   if (type == TRITONSERVER_MEMORY_GPU)
     return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(id));
   return at::Device(at::kCPU);
+}
+
+// The CPUs this process may run on (a measured server is pinned to its GPU's share).
+inline int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace deploybench

@@ -4,7 +4,7 @@
 // order); requests of a wrong type or shape failing alone; the embedding store's lookups equal
 // to a plain gather on every row, hit and miss, with a cache smaller than the tables, its
 // refresh and counts; its metrics; the .npy reader's refusals; a trace's convolutions made
-// strict FP32. Run by tests/test_cpp_unit.py.
+// strict FP32; the host copier's copies split over threads, byte for byte. Run by tests/test_cpp_unit.py.
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/graph_iterator.h>
@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "../embeddings.h"
+#include "../host_copy.h"
 #include "../instance.h"
 #include "../model.h"
 #include "fake_triton.h"
@@ -241,6 +242,8 @@ void test_embeddings_equal_a_plain_gather() {
   EXPECT(whole.hits() == whole.lookups() && whole.lookups()[0] == 16);
   check_throws([&] { store.lookup(at::tensor(std::vector<int64_t>{0, 1, 1000}, at::kLong)); },
                {"outside", "1000 rows", "max 1000"}, "a key past the table");
+  check_throws([&] { whole.lookup(at::tensor(std::vector<int64_t>{-1, 1, 2}, at::kLong)); },
+               {"outside", "1000 rows", "min -1"}, "a negative key");
   check_throws([&] { store.lookup(at::tensor(std::vector<int64_t>{0, 1}, at::kLong)); },
                {"2 keys", "3 tables"}, "a part sample");
 }
@@ -332,6 +335,33 @@ void test_strict_convolutions() {
   EXPECT(at::equal(module.forward({x}).toTensor(), before));  // on the CPU: the same numbers
 }
 
+// Copies of a byte, a MiB and several MiB (cut into pieces) land whole, round after round,
+// on one thread and on four; nothing outside a destination is touched.
+void test_host_copies() {
+  std::mt19937 random(7);
+  for (int threads : {1, 4}) {
+    HostCopier copier(threads);
+    EXPECT(copier.threads() == threads);
+    for (int round = 0; round < 5; ++round) {
+      std::vector<int64_t> sizes{1, 1 << 20, (5 << 20) + 3, 4096, (2 << 20) - 1};
+      std::vector<std::vector<uint8_t>> from, to;
+      std::vector<HostCopy> copies;
+      for (int64_t n : sizes) {
+        from.emplace_back(n);
+        for (uint8_t& b : from.back()) b = static_cast<uint8_t>(random());
+        to.emplace_back(n + 2, 0xAB);  // a guard byte each side
+      }
+      for (size_t i = 0; i < sizes.size(); ++i)
+        copies.push_back({to[i].data() + 1, from[i].data(), sizes[i]});
+      copier.copy(copies);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT(std::equal(from[i].begin(), from[i].end(), to[i].begin() + 1));
+        EXPECT(to[i].front() == 0xAB && to[i].back() == 0xAB);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -344,6 +374,7 @@ int main() {
   test_embedding_metrics();
   test_npy_refusals();
   test_strict_convolutions();
+  test_host_copies();
   std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;
 }
