@@ -108,7 +108,11 @@ def samples(n: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def in_process(work, feed: dict, providers=("CPUExecutionProvider",)) -> list[np.ndarray]:
-    session = ort.InferenceSession(str(work / "model.onnx"), providers=list(providers))
+    """ONNX Runtime in this process, FP32 strict as the engine serves an FP32 model (the CUDA
+    provider's default allows TF32: 1e-3 apart from the engine on an H200, 2026-11-29)."""
+    options = [{"use_tf32": "0"} if p == "CUDAExecutionProvider" else {} for p in providers]
+    session = ort.InferenceSession(str(work / "model.onnx"), providers=list(providers),
+                                   provider_options=options)
     return session.run(["y", "s"], {k: feed[k] for k in ("x", "i")})
 
 

@@ -129,6 +129,19 @@ def test_an_ensembles_native_loop_that_timed_the_request_being_made_has_no_ratio
     single = write_configuration(tmp_path / "s")  # Served by deploybench: kept as it was
     assert served_vs_native(single / "offline.csv", single / "native.csv")[
         "served/native"].tolist() == [0.8, 0.95, 0.625]
+    # lookups through a cache: the native loop's python store is not the served engine's
+    cached = {**native, "timed_from": "request", "sparse_store": {"whole_on_device": False}}
+    (folder / "native.json").write_text(json.dumps(cached))
+    assert served_vs_native(folder / "offline.csv", folder / "native.csv")[
+        "served/native"].isna().all()
+    assert "left out: native's cached lookups are the python store's" in configuration_lines(
+        headline_of(folder), "")
+    (folder / "native.json").write_text(json.dumps({**native, "timed_from": "request"}))
+    served = json.loads((folder / "offline.json").read_text())
+    (folder / "offline.json").write_text(json.dumps(
+        {**served, "embedding_cache": {"hit_rate": 0.57}}))  # a served miss says it too
+    assert served_vs_native(folder / "offline.csv", folder / "native.csv")[
+        "served/native"].isna().all()
 
 
 def test_served_over_native_leaves_out_a_row_only_one_side_measured_contended(tmp_path):

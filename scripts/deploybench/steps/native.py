@@ -27,10 +27,10 @@ from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path) -> None:
     min_seconds = spec["native"]["min_seconds"]
     with device.claim(spec) as claimed, HostLoad(claimed.device) as load:
-        table, first_calls, usage, timed_from = _measure(spec, converted, eval_set,
-                                                         min_seconds, claimed.device)
+        table, first_calls, usage, how = _measure(spec, converted, eval_set, min_seconds,
+                                                  claimed.device)
     claimed.held.record["used_until"] = time.time()  # the lock goes with the step
-    report = {"min_seconds": min_seconds, "first_call_s": first_calls, **timed_from,
+    report = {"min_seconds": min_seconds, "first_call_s": first_calls, **how,
               "host_load": load.result, "telemetry": usage,
               "provenance": {**provenance.collect(spec, device_check=claimed.checked),
                              "device_lock": claimed.held.record}}
@@ -81,7 +81,10 @@ def _measure(spec: dict, converted: Path, eval_set: Path, min_seconds: float,
             row |= _device_resident(infer, arrays, batch, min_seconds)
         rows.append(row)
     table = telemetry.with_columns(pd.DataFrame(rows, columns=NATIVE_COLUMNS), usage)
-    return table.round(4), first_calls, usage, {"timed_from": "request"} if prepare else {}
+    # an ensemble's: where its request's path starts, and the store its lookups went through
+    # (the pipeline's python store, which the served figure's may not be)
+    how = {"timed_from": "request", "sparse_store": infer.sparse.describe()} if prepare else {}
+    return table.round(4), first_calls, usage, how
 
 
 def _device_resident(infer, arrays: list, batch: int, min_seconds: float) -> dict:
