@@ -24,16 +24,15 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from deploybench import atomic, layout, source_model
+from deploybench.config import settings_of
+from deploybench.config_files import ConfigError
+from deploybench.reporting.configuration_report import configuration_page
+from deploybench.run_facts import serves_online
+from deploybench.scenarios import own_server, serves_rate
+from deploybench.steps import report
 
-from deploybench import atomic, layout, source_model  # noqa: E402
-from deploybench.config import settings_of  # noqa: E402
-from deploybench.config_files import ConfigError  # noqa: E402
-from deploybench.reporting.configuration_report import configuration_page  # noqa: E402
-from deploybench.run_facts import serves_online  # noqa: E402
-from deploybench.scenarios import own_server, serves_rate  # noqa: E402
-from deploybench.steps import report  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 REQUIRED = ("conversion_check.csv", "accuracy.csv", "offline.csv", "offline.json")
 # A scenario's files: in the folder together or not at all

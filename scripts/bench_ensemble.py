@@ -29,15 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from deploybench import source_model  # noqa: E402
-from deploybench.config import Settings, settings_of  # noqa: E402
-from deploybench.ensemble import metrics as ensemble_metrics  # noqa: E402
-from deploybench.ensemble import parts as ensemble_parts  # noqa: E402
-from deploybench.ensemble import repository as ensemble_repository  # noqa: E402
-from deploybench.runners.embeddings import (  # noqa: E402
+from deploybench import source_model
+from deploybench.config import Settings, settings_of
+from deploybench.ensemble import metrics as ensemble_metrics
+from deploybench.ensemble import parts as ensemble_parts
+from deploybench.ensemble import repository as ensemble_repository
+from deploybench.runners.embeddings import (
     METADATA,
     RANKING,
     STORAGE,
@@ -45,10 +42,12 @@ from deploybench.runners.embeddings import (  # noqa: E402
     fused_keys,
     table_offsets,
 )
-from deploybench.tensors import numpy_dtype  # noqa: E402
-from deploybench.triton import install  # noqa: E402
-from deploybench.triton.config import EMB_KEY, EMB_N_KEY  # noqa: E402
-from deploybench.triton.server import TritonServer  # noqa: E402
+from deploybench.tensors import numpy_dtype
+from deploybench.triton import install
+from deploybench.triton.config import EMB_KEY, EMB_N_KEY
+from deploybench.triton.server import TritonServer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 FRACTIONS = [0.01, 0.05, 0.2, 0.5]
 

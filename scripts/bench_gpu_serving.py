@@ -37,14 +37,13 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from deploybench.backends import BACKENDS as BACKENDS_BY_KEY
+from deploybench.measurement.provenance import DifferentDevices
+from deploybench.reporting.markdown import markdown_table
+from deploybench.reporting.served_native import served_vs_native
+from deploybench.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf
 
-from deploybench.backends import BACKENDS as BACKENDS_BY_KEY  # noqa: E402
-from deploybench.measurement.provenance import DifferentDevices  # noqa: E402
-from deploybench.reporting.markdown import markdown_table  # noqa: E402
-from deploybench.reporting.served_native import served_vs_native  # noqa: E402
-from deploybench.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"
 LATENCY_SLACK_MS = 0.1  # the allowance above native + floor at batch 1

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from deploybench import layout
+from deploybench.config import Settings, deep_merge
 
-from deploybench import layout  # noqa: E402
-from deploybench.config import Settings, deep_merge  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE = ROOT / "tests" / "config" / "tiny.yaml"
 # The smoke run's keys: the tiny matrix on the cpu key. Its counts check as well as the

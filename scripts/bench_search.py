@@ -36,13 +36,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from deploybench import layout
+from deploybench import search as configuration_search
+from deploybench.steps.search import point_rows
+from deploybench.tables import read_perf
 
-from deploybench import layout  # noqa: E402
-from deploybench import search as configuration_search  # noqa: E402
-from deploybench.steps.search import point_rows  # noqa: E402
-from deploybench.tables import read_perf  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 THROUGHPUT_TARGET, POINTS_TARGET = 0.95, 0.5
 COMBINATIONS = 20_000  # at most, over --runs: a seeded sample where there are more

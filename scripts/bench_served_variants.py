@@ -29,23 +29,21 @@ import copy
 import os
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from deploybench import layout
+from deploybench.config import settings_of
+from deploybench.serving import warmed_server
+from deploybench.tables import THROUGHPUT
+from deploybench.triton import config as triton_config
+from deploybench.triton import cpp_backend, perf_analyzer
+from deploybench.triton import repository as triton_repository
 
-from deploybench import layout  # noqa: E402
-from deploybench.config import settings_of  # noqa: E402
-from deploybench.serving import warmed_server  # noqa: E402
-from deploybench.tables import THROUGHPUT  # noqa: E402
-from deploybench.triton import config as triton_config  # noqa: E402
-from deploybench.triton import cpp_backend, perf_analyzer  # noqa: E402
-from deploybench.triton import repository as triton_repository  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PROFILE_EVERY = 200
 PROFILE = re.compile(r"deploybench profile: .*inputs ([\d.]+), run ([\d.]+), outputs ([\d.]+)")

@@ -47,7 +47,6 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parents[1]
 
 # Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).

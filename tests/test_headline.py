@@ -261,3 +261,14 @@ def test_the_report_says_how_perf_analyzer_windowed_a_scenario():
                                         "batch 1 x concurrency 8, batch 1 x concurrency max")
     ran |= {"measurement_mode": "time_windows", "shared_memory": [], "warmup_windows": 0}
     assert _perf_settings(ran) == "HTTP, shared memory none, 0.25 s windows, no warm-up run"
+
+
+def test_an_unstable_peak_is_marked_beside_its_number(tmp_path):
+    """A fastest level whose windows did not settle (perf_analyzer's stability, the `Stable`
+    column) says so, as a contended one does; a settled one does not."""
+    folder = write_configuration(tmp_path / "u")
+    offline = pd.read_csv(folder / "offline.csv").assign(Stable=[True, True, False])
+    offline.to_csv(folder / "offline.csv", index=False)
+    text = configuration_lines(headline_of(folder), "")
+    assert "1,250 inf/s (unstable) at batch 16" in text
+    assert "(unstable)" not in text.split("**Online**")[1].split("\n")[0]

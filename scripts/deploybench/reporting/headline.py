@@ -15,11 +15,12 @@ import pandas as pd
 
 from ..deployments import gpu_count
 from ..measurement import host_load, provenance
-from ..tables import SHARED_MEMORY, THROUGHPUT, read_perf
+from ..tables import SHARED_MEMORY, STABLE, THROUGHPUT, read_perf
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
 
 NOT_MEASURED = "not measured"
 CONTENDED_MARK = " (host contended)"  # beside a number measured beside other load
+UNSTABLE_MARK = " (unstable)"  # beside a number whose level did not settle (perf_analyzer)
 
 # What a reader should know of the backends of ours that serve a model
 BACKEND_NOTES = {"python": " (its stub process, shared-memory copies of every tensor)",
@@ -63,7 +64,8 @@ def _peak(csv: Path | None) -> dict | None:
     return {"throughput": float(row[THROUGHPUT]), "batch": int(row["Batch"]),
             "concurrency": int(row["Concurrency"]), "shared_memory": row[SHARED_MEMORY],
             "modes": table[SHARED_MEMORY].nunique(), "p99_ms": float(row["p99 latency (ms)"]),
-            "contended": host_load.contended(report_of(csv), _level(row))}
+            "contended": host_load.contended(report_of(csv), _level(row)),
+            "unstable": not pd.isna(row[STABLE]) and not bool(row[STABLE])}
 
 
 def _ratio(offline: Path, native: Path | None) -> dict | None:
@@ -131,7 +133,8 @@ def _inferences(peak: dict, gpus: int = 1) -> str:
     """A peak's throughput; over several GPUs (triton.gpus), also a GPU's share."""
     share = f" ({peak['throughput'] / gpus:,.0f} a GPU of {gpus})" if gpus > 1 else ""
     return f"{peak['throughput']:,.0f} inf/s{share}" + (
-        CONTENDED_MARK if peak["contended"] else "")
+        CONTENDED_MARK if peak["contended"] else "") + (
+        UNSTABLE_MARK if peak.get("unstable") else "")
 
 
 def offline_text(facts: dict) -> str:

@@ -1,0 +1,206 @@
+"""`deploybench`: one command for what users do with the pipeline. Each subcommand prints the
+command it runs (Snakemake's, or one of the project's tools under scripts/) and then runs it,
+so Snakemake stays the engine and every target stays reachable without this command.
+
+    deploybench run                                       the main job (config/config.yaml)
+    deploybench run -m tft -g cpu -b onnx -p fp32         one configuration's report
+    deploybench run results/tft/cpu/onnx_fp32/offline.csv -- --cores 2
+    deploybench plan ...                                  the same, planned (snakemake -n)
+    deploybench report                                    the HTML report (report.html)
+    deploybench ship tft h100                             what to ship (results/tft/h100/SHIP.md)
+    deploybench archive unpack results/tft/h100           a results tool (scripts/...)
+
+Arguments after `--` go to the command as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from .config import settings_of
+from .config_files import ConfigError
+from .reporting.ship import ship_page
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+# subcommand -> (the tool under scripts/, what it does): the machine and results tools
+TOOLS = {
+    "archive": ("results_archive.py", "pack or unpack a results/<model>/<gpu>/ folder's logs "
+                                      "and history copies (logs-and-history.tar.xz)"),
+    "assemble": ("assemble_configuration.py", "a configuration folder's plots and README "
+                                              "from runs made on several machines"),
+    "pack-offline": ("pack_offline.py", "pack what an offline GPU machine lacks into a "
+                                        ".tar.xz bundle (and onnxruntime-gpu's, tensorflow's)"),
+    "offline-run": ("offline_run.sh", "run the pipeline on an offline GPU machine from the "
+                                      "bundle of pack-offline"),
+    "lanes": ("gpu_lanes.sh", "one lent-machine call: a lanes file's runs side by side, "
+                              "one lane a GPU"),
+}
+BENCHMARKS = sorted(p.stem.removeprefix("bench_") for p in SCRIPTS.glob("bench_*.py"))
+PASS_ON = {"ignore_unknown_options": True, "allow_extra_args": True}
+
+
+def _run(command: list[str]) -> None:
+    """Print the command, run it here, and exit with its status."""
+    click.echo("+ " + shlex.join(command), err=True)
+    sys.exit(subprocess.call(command, cwd=os.getcwd()))
+
+
+def _snakemake() -> str:
+    """The environment's snakemake, beside this Python (the one the set-up installed)."""
+    beside = Path(sys.executable).with_name("snakemake")
+    return str(beside) if beside.is_file() else "snakemake"
+
+
+def snakemake_command(targets: tuple[str, ...], model: str | None, gpu: str | None,
+                      backend: str | None, precision: str | None,
+                      configfiles: tuple[str, ...], extra: tuple[str, ...],
+                      plan: bool) -> list[str]:
+    """The snakemake command for a subcommand's targets, a key's four parts checked against
+    the configuration first (an unknown value is refused naming the valid ones)."""
+    parts = {"model": model, "gpu": gpu, "backend": backend, "precision": precision}
+    given = {k: v for k, v in parts.items() if v is not None}
+    targets = list(targets)
+    if given:
+        missing = [f"--{k}" for k, v in parts.items() if v is None]
+        if missing:
+            raise click.UsageError(f"a configuration needs all four of --model, --gpu, "
+                                   f"--backend and --precision; missing {', '.join(missing)}")
+        try:
+            settings_of(configfiles).check_key(model, gpu, backend, precision)
+        except ConfigError as err:
+            raise click.UsageError(str(err)) from err
+        targets.append(f"results/{model}/{gpu}/{backend}_{precision}/README.md")
+    command = [_snakemake(), *targets]
+    if configfiles:
+        command += ["--configfile", *configfiles]
+    if plan:
+        command.append("-n")
+    return command + list(extra)
+
+
+def _target_options(function):
+    for option in reversed([
+        click.argument("targets", nargs=-1),
+        click.option("-m", "--model", help="a model of config/config.yaml (tft, bert, ...)"),
+        click.option("-g", "--gpu", help="a GPU key of config/gpus.yaml (cpu, h100, ...)"),
+        click.option("-b", "--backend", help="a backend key (onnx, ts-trace, aoti, ...)"),
+        click.option("-p", "--precision", help="fp32 or fp16"),
+        click.option("-c", "--configfile", "configfiles", multiple=True,
+                     help="a run file (config/runs/...), merged over config/config.yaml; "
+                          "repeatable"),
+    ]):
+        function = option(function)
+    return function
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Triton deployment benchmarks as a Snakemake pipeline: each subcommand prints the
+    command it runs, then runs it."""
+
+
+@main.command(context_settings=PASS_ON)
+@_target_options
+@click.pass_context
+def run(ctx, targets, model, gpu, backend, precision, configfiles):
+    """Build targets: files, one configuration (-m -g -b -p: its report), or, given
+    nothing, the main job (the configuration's default targets)."""
+    _run(snakemake_command(targets, model, gpu, backend, precision, configfiles,
+                           tuple(ctx.args), plan=False))
+
+
+@main.command(context_settings=PASS_ON)
+@_target_options
+@click.pass_context
+def plan(ctx, targets, model, gpu, backend, precision, configfiles):
+    """What `run` with the same arguments would build, and why (snakemake -n)."""
+    _run(snakemake_command(targets, model, gpu, backend, precision, configfiles,
+                           tuple(ctx.args), plan=True))
+
+
+@main.command(context_settings=PASS_ON)
+@click.option("--html", default="report.html", show_default=True,
+              help="the report's file (.html, or .zip for a report with its files)")
+@click.option("-c", "--configfile", "configfiles", multiple=True, help="a run file")
+@click.pass_context
+def report(ctx, html, configfiles):
+    """Snakemake's HTML report of what the pipeline built (also of a partly built one)."""
+    command = [_snakemake(), "--report", html]
+    if configfiles:
+        command += ["--configfile", *configfiles]
+    _run(command + list(ctx.args))
+
+
+@main.command()
+@click.argument("model")
+@click.argument("gpu")
+@click.option("--p99", type=float, help="the latency budget in ms (default: the model's "
+              "search or rate p99_budget_ms)")
+@click.option("--results", default="results", show_default=True, type=click.Path(),
+              help="the results tree")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="write the page to RESULTS/MODEL/GPU/SHIP.md")
+def ship(model, gpu, p99, results, write):
+    """What to ship for MODEL on GPU: of every measurement there, the one serving the most
+    within the p99 budget, and the runners-up; written to RESULTS/MODEL/GPU/SHIP.md and
+    printed."""
+    try:
+        settings = settings_of()
+        for kind, value, valid in (("model", model, settings.models),
+                                   ("GPU key", gpu, settings.gpus)):
+            if value not in valid:
+                raise ConfigError(f"unknown {kind} '{value}'; valid {kind}s: "
+                                  f"{', '.join(sorted(valid))}")
+        config = settings.model_settings(model, gpu)  # the GPU key's overrides merged in
+    except ConfigError as err:
+        raise click.UsageError(str(err)) from err
+    budget = p99 or (config.get("search") or {}).get("p99_budget_ms") or (
+        config.get("rate") or {}).get("p99_budget_ms")
+    if not budget:
+        raise click.UsageError(f"model '{model}' sets no p99 budget on {gpu} (search or rate "
+                               "p99_budget_ms): give one with --p99 MS")
+    root = Path(results) / model / gpu
+    if not root.is_dir():
+        raise click.UsageError(f"nothing measured for {model} on {gpu}: {root} is not there")
+    page = ship_page(config.get("title", model), gpu, root, float(budget))
+    if write:
+        (root / "SHIP.md").write_text(page)
+    click.echo(page, nl=False)
+
+
+def _tool(name: str, script: str, what: str) -> None:
+    @main.command(name=name, context_settings={**PASS_ON, "help_option_names": []},
+                  help=f"{what[0].upper()}{what[1:]} (scripts/{script}; its own --help says "
+                       "how).", add_help_option=False)
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def tool(args):
+        runner = ["bash"] if script.endswith(".sh") else [sys.executable]
+        _run([*runner, str(SCRIPTS / script), *args])
+
+
+for _name, (_script, _what) in TOOLS.items():
+    _tool(_name, _script, _what)
+
+
+@main.command(context_settings={**PASS_ON, "help_option_names": []}, add_help_option=False)
+@click.argument("name", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(name, args):
+    """A benchmark of scripts/bench_NAME.py, which prints ratios (no NAME: the list)."""
+    if name is None or name in ("-h", "--help"):
+        click.echo("benchmarks: " + ", ".join(BENCHMARKS))
+        return
+    if name not in BENCHMARKS:
+        raise click.UsageError(f"no benchmark '{name}'; valid: {', '.join(BENCHMARKS)}")
+    _run([sys.executable, str(SCRIPTS / f"bench_{name}.py"), *args])
+
+
+if __name__ == "__main__":
+    main()

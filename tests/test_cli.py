@@ -1,0 +1,97 @@
+"""The `deploybench` command (deploybench.cli), as a user runs it: the console script the
+set-up installs, each subcommand printing the command it runs and running it, a key's parts
+refused early naming what is valid, a real Snakemake build through it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "config" / "tiny.yaml"
+COMMAND = Path(sys.executable).with_name("deploybench")
+
+
+def deploybench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([str(COMMAND), *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_the_console_script_lists_every_subcommand():
+    result = deploybench("--help")
+    assert result.returncode == 0, result.stderr
+    listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines()
+              if line.strip()}
+    assert listed == {"run", "plan", "report", "archive", "assemble", "pack-offline",
+                      "offline-run", "lanes", "bench", "ship"}
+
+
+def test_plan_prints_the_snakemake_command_and_plans_that_configuration():
+    result = deploybench("plan", "-m", "tft", "-g", "cpu", "-b", "onnx", "-p", "fp32")
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = result.stderr.splitlines()[0]
+    assert printed.startswith("+ ") and printed.endswith(
+        "snakemake results/tft/cpu/onnx_fp32/README.md -n")
+    # Snakemake's own plan of that report: the configuration's measuring jobs among its jobs
+    plan = result.stdout
+    for rule in ("offline", "online", "native", "configuration_report"):
+        assert f"\n{rule} " in plan, rule
+
+
+@pytest.mark.parametrize("args, words", [
+    (("-m", "tft", "-g", "nosuch", "-b", "onnx", "-p", "fp32"),
+     ["unknown GPU key 'nosuch'", "cpu", "h100"]),
+    (("-m", "tft", "-g", "cpu", "-b", "onnx", "-p", "fp16"),
+     ["precision 'fp16' cannot run on GPU key 'cpu'"]),
+    (("-m", "nosuch", "-g", "cpu", "-b", "onnx", "-p", "fp32"), ["unknown model 'nosuch'", "tft"]),
+    (("-m", "tft",), ["needs all four", "--gpu, --backend, --precision"]),
+])
+def test_a_wrong_key_is_refused_before_snakemake_runs_naming_what_is_valid(args, words):
+    result = deploybench("run", *args)
+    assert result.returncode == 2
+    assert "+ " not in result.stderr  # nothing was run
+    for word in words:
+        assert word in result.stderr
+
+
+def test_an_unknown_benchmark_is_refused_with_the_list():
+    result = deploybench("bench", "nosuch")
+    assert result.returncode == 2
+    assert "valid: ensemble, gpu_serving, incremental" in result.stderr
+    assert "incremental" in deploybench("bench").stdout
+
+
+def test_a_tools_own_help_is_passed_through():
+    result = deploybench("archive", "--help")
+    assert result.returncode == 0
+    assert result.stderr.startswith("+ ") and "scripts/results_archive.py --help" in result.stderr
+    assert "{pack,unpack}" in result.stdout  # the tool's argparse answered, not click
+
+
+def test_the_html_report_needs_nothing_beyond_the_main_jobs_environment():
+    """`snakemake --report` imports pygments: it is a dependency of the package itself, not
+    only of the test extra (where pytest brought it in before)."""
+    core = [r.split(";")[0] for r in importlib.metadata.requires("deploybench")
+            if "extra ==" not in r]
+    names = {r.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip() for r in core}
+    assert {"pygments", "click", "snakemake"} <= names
+
+
+@pytest.mark.e2e
+def test_run_builds_a_target_with_snakemake_and_passes_arguments_on(tmp_path):
+    """A real build through the command: a tiny model's evaluation set, in a work folder
+    named after `--`; a second run plans nothing."""
+    target = "results/tft-tiny/source/eval.npz"
+    extra = ["--", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+             "--cores", "1"]
+    result = deploybench("run", target, "-c", str(TINY), *extra)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stderr.startswith(f"+ {Path(sys.executable).with_name('snakemake')} {target}")
+    built = tmp_path / target
+    assert built.is_file() and built.stat().st_size > 0
+    again = deploybench("plan", target, "-c", str(TINY), *extra)
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr
