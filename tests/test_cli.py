@@ -26,7 +26,7 @@ def test_the_console_script_lists_every_subcommand():
     listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines()
               if line.strip()}
     assert listed == {"run", "plan", "report", "archive", "assemble", "pack-offline",
-                      "offline-run", "lanes", "bench", "ship"}
+                      "offline-run", "lanes", "bench", "ship", "add-model"}
 
 
 def test_plan_prints_the_snakemake_command_and_plans_that_configuration():

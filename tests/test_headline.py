@@ -272,3 +272,17 @@ def test_an_unstable_peak_is_marked_beside_its_number(tmp_path):
     text = configuration_lines(headline_of(folder), "")
     assert "1,250 inf/s (unstable) at batch 16" in text
     assert "(unstable)" not in text.split("**Online**")[1].split("\n")[0]
+
+
+def test_a_search_frontier_draws_its_budget_on_the_p99_panels_only(tmp_path, monkeypatch):
+    from deploybench.reporting import plots
+    drawn = {}
+    monkeypatch.setattr(plots, "_save", lambda fig, out: drawn.setdefault("fig", fig))
+    rows = pd.DataFrame({THROUGHPUT: [10.0, 20.0, 15.0], "p99 latency (ms)": [5.0, 30.0, 40.0],
+                         "avg latency (ms)": [4.0, 20.0, 30.0]})
+    plots.frontier_plot([("h100", "point", False, rows)], "online", "t", tmp_path / "f.png",
+                        budget_ms=25)
+    axes = [ax for ax in drawn["fig"].get_axes() if ax.get_xlabel()]
+    budgets = {ax.get_xlabel(): [line.get_label() for line in ax.get_lines()
+                                 if list(line.get_xdata()) == [25, 25]] for ax in axes}
+    assert budgets == {"p99 latency (ms)": ["p99 budget 25 ms"], "avg latency (ms)": []}

@@ -426,8 +426,8 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     def files(run_file):
         return {f"results/{t['model']}/{{gpu}}/{t['backend']}_{t['precision']}/{name}"
                 for t in yaml.safe_load((ROOT / run_file).read_text())["targets"]
-                for name in ("README.md", "native.csv", "offline.csv", "online.csv",
-                             "floor.csv")}
+                for name in ("README.md", "accuracy.csv", "native.csv", "offline.csv",
+                             "online.csv", "floor.csv")}
 
     first_files = set()
     lines = [line for lanes in ("reference.lanes", "engines.lanes")
@@ -442,9 +442,11 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
             first_files.add(runfiles.split(",")[0])
     assert first_files == {"config/runs/h100-reference.yaml",
                            "config/runs/h100-onnxruntime.yaml"}
-    jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile",
-                                  str(ROOT / "config/runs/h100-onnxruntime.yaml")))
-    assert jobs["offline"] == jobs["configuration_report"] == 6, jobs
+    onnxruntime = ROOT / "config/runs/h100-onnxruntime.yaml"
+    jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(onnxruntime)))
+    # a configuration each: TFT's, TFT traffic's and Wide & Deep's, both recommenders' two
+    assert len(yaml.safe_load(onnxruntime.read_text())["targets"]) == 7
+    assert jobs["offline"] == jobs["configuration_report"] == 7, jobs
 
 
 def test_cpu_results_sit_beside_the_published_rows_with_the_hardware_said(tmp_path):

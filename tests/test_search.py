@@ -326,7 +326,14 @@ def test_the_winner_config_parses_with_tritons_protobuf(work):
     assert config.name == "tft-tiny" and config.instance_group[0].count == chosen["instances"]
     assert config.dynamic_batching.max_queue_delay_microseconds == chosen["max_queue_delay_us"]
     readme = (work / SEARCH / "README.md").read_text()
-    assert winner.strip() in readme and "![online frontier](frontier.png)" in readme
+    # linked, not inlined: the winner's config and each point's, every link to a file there
+    assert "its config: [winner/config.pbtxt](winner/config.pbtxt)" in readme
+    assert winner.strip() not in readme and "![online frontier](frontier.png)" in readme
+    for point in _summary(work)["points"]:
+        if f"[config.pbtxt]({point}/config.pbtxt)" in readme:
+            assert (work / SEARCH / point / "config.pbtxt").is_file()
+    assert readme.count("[config.pbtxt](") == sum(
+        r["status"] == search.OK for r in _summary(work)["results"].values())
     assert (work / SEARCH / "frontier.png").read_bytes()[:4] == b"\x89PNG"
 
 

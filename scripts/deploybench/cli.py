@@ -8,6 +8,7 @@ so Snakemake stays the engine and every target stays reachable without this comm
     deploybench plan ...                                  the same, planned (snakemake -n)
     deploybench report                                    the HTML report (report.html)
     deploybench ship tft h100                             what to ship (results/tft/h100/SHIP.md)
+    deploybench add-model mine model.onnx --range ids=0:1000   your own model, no plug-in
     deploybench archive unpack results/tft/h100           a results tool (scripts/...)
 
 Arguments after `--` go to the command as they are.
@@ -22,7 +23,9 @@ import sys
 from pathlib import Path
 
 import click
+import yaml
 
+from . import add_model as user_model
 from .config import settings_of
 from .config_files import ConfigError
 from .reporting.ship import ship_page
@@ -173,6 +176,44 @@ def ship(model, gpu, p99, results, write):
     if write:
         (root / "SHIP.md").write_text(page)
     click.echo(page, nl=False)
+
+
+@main.command("add-model")
+@click.argument("name")
+@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(sorted(user_model.BACKENDS)),
+              help="the file's format (default: from its suffix)")
+@click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:DIMS",
+              help="an input the file cannot describe (TorchScript), dims after the batch")
+@click.option("--range", "ranges", multiple=True, metavar="NAME=LOW:HIGH",
+              help="an integer input's generated values, in [LOW, HIGH)")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False),
+              help="your samples: an .npz with an array per input name")
+@click.option("--max-batch", default=32, show_default=True, help="Triton's max_batch_size")
+@click.option("--models-dir", default="config/models", show_default=True,
+              type=click.Path(file_okay=False), help="where the model config goes")
+@click.option("--force", is_flag=True, help="replace a model config of that name")
+def add_model(name, artifact, fmt, inputs, ranges, data, max_batch, models_dir, force):
+    """Your own model file (ONNX, TorchScript, a torch.export .pt2) as a model of the
+    pipeline, without a plug-in: writes MODELS_DIR/NAME.yaml from the file's tensors; then
+    `deploybench run -m NAME -g cpu -b BACKEND -p fp32` builds and measures it. Without
+    --data, samples generated from the tensor specs go to MODELS_DIR/NAME.npz."""
+    out = Path(models_dir) / f"{name}.yaml"
+    if out.exists() and not force:
+        raise click.UsageError(f"{out} exists: --force replaces it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    samples = out.with_suffix(".npz")  # generated samples, beside the config
+    try:
+        config = user_model.model_config(name, Path(artifact), fmt, list(inputs), list(ranges),
+                                       Path(data) if data else None, max_batch, samples)
+    except user_model.Refused as err:
+        raise click.UsageError(str(err)) from err
+    source = config["hparams"]["artifact"]
+    out.write_text(f"# {name}: written by `deploybench add-model` from {source}\n"
+                   + yaml.safe_dump(config, sort_keys=False))
+    click.echo(f"{out}: {len(config['inputs'])} inputs, {len(config['outputs'])} outputs, "
+               f"backends {', '.join(config['backends'])}")
+    click.echo(f"next: deploybench run -m {name} -g cpu -b {config['backends'][0]} -p fp32")
 
 
 def _tool(name: str, script: str, what: str) -> None:

@@ -11,7 +11,11 @@ and may provide:
   perf_inputs(hparams, inputs) -> inputs  (what perf_analyzer sends, from the evaluation
       inputs, where the reference prepared its perf input otherwise; default: the first
       32 evaluation samples)
-Tensor names live only in the model config; plug-ins work with ordered lists.
+  own_export(hparams, format) -> path or None  (a file that is the export of `format` as it
+      is, copied instead of exporting the built model: a user's own model file, the
+      `artifact` plug-in that `deploybench add-model` configures)
+Tensor names live only in the model config; plug-ins work with ordered lists (the
+`artifact` plug-in reads its inputs' specs from its hparams, an alias of the config's).
 """
 
 from __future__ import annotations

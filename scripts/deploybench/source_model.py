@@ -18,6 +18,9 @@ from .tensors import batched, numpy_dtype
 
 
 def describe_weights(settings: dict) -> str:
+    own = getattr(plugins.load(settings["plugin"]), "describe_weights", None)
+    if own is not None:  # a user's model file: the weights are the file's
+        return own(settings["hparams"])
     ckpt = settings["weights"]["checkpoint"]
     if ckpt:
         return f"checkpoint {ckpt}"

@@ -166,19 +166,21 @@ def pareto_front(latency: pd.Series, throughput: pd.Series) -> pd.Series:
 
 
 def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: str,
-                  title: str, out: Path) -> None:
+                  title: str, out: Path, budget_ms: float | None = None) -> None:
     """Throughput against latency, one row of panels per GPU key: `lines` are (GPU key,
     label, published, rows). Each line joins its Pareto front (pareto_front: a level
     faster for less latency) in latency order, published ones dashed; its dominated points
     are small faint dots. Each point is a batch (offline) or a concurrency (online); the
-    legend of a row sits below it, titles are wrapped, so no text overlaps."""
+    legend of a row sits below it, titles are wrapped, so no text overlaps. `budget_ms`: a
+    p99 budget, drawn on the p99 panels."""
     gpus = list(dict.fromkeys(gpu for gpu, *_ in lines)) or ["none"]
     fig = plt.figure(figsize=(11, 1 + sum(_row_height(lines, gpu) for gpu in gpus)),
                      layout="constrained")
     rows = fig.subfigures(len(gpus), 1, squeeze=False,
                           height_ratios=[_row_height(lines, gpu) for gpu in gpus])[:, 0]
     for subfig, gpu in zip(rows, gpus):
-        _frontier_row(subfig, [line for line in lines if line[0] == gpu], gpu, scenario)
+        _frontier_row(subfig, [line for line in lines if line[0] == gpu], gpu, scenario,
+                      budget_ms)
     if not lines:
         rows[0].axes[0].text(0.5, 0.5, "no GPU or CPU measurements yet", ha="center")
     fig.suptitle(textwrap.fill(f"{title}: each line is its Pareto front (more throughput for "
@@ -186,7 +188,8 @@ def frontier_plot(lines: list[tuple[str, str, bool, pd.DataFrame]], scenario: st
     _save(fig, out)
 
 
-def _frontier_row(subfig, panel: list, gpu: str, scenario: str) -> None:
+def _frontier_row(subfig, panel: list, gpu: str, scenario: str,
+                  budget_ms: float | None = None) -> None:
     """One GPU key's panels (a latency each) of a frontier plot, its legend below them."""
     colors = plt.get_cmap("tab20")  # up to 20 lines tell apart
     axes = subfig.subplots(1, len(FRONTIER_LATENCIES))
@@ -202,6 +205,9 @@ def _frontier_row(subfig, panel: list, gpu: str, scenario: str) -> None:
             off = rows[~front]
             ax.plot(off[latency], off[THROUGHPUT], marker="o", markersize=2,
                     linestyle="none", color=color, alpha=0.35)
+        if budget_ms is not None and latency.startswith("p99"):
+            handles.append(ax.axvline(budget_ms, color="red", linestyle=":",
+                                      label=f"p99 budget {budget_ms:g} ms"))
         ax.set_xscale("log")  # latencies from a batch of one to a full online queue
         ax.set(xlabel=latency, ylabel="Inferences/second")
         ax.set_title(textwrap.fill(f"{gpu}, {scenario}: throughput vs "

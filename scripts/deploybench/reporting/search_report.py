@@ -20,12 +20,12 @@ PAGE = (
     "- best within the budget ({budget}): {within}\n"
     "- best throughput overall: `{fastest}`: {fastest_level}\n"
     "- the configuration's own values (`{reference}`): {own}\n"
-    "- winner (deploy this): `{chosen}`, its config as `winner/config.pbtxt`:\n\n"
-    "```protobuf\n{config}\n```\n\n"
+    "- winner (deploy this): `{chosen}`, its config: [{winner}]({winner})\n\n"
     "## Points\n\n"
+    "Each point's served `config.pbtxt` beside its `point.json` (the `config` column).\n\n"
     "| point | {dims} | status | online peak inf/s | p99 at peak (ms) | best within budget "
-    "| offline peak inf/s |\n"
-    "|---|{dim_rules}---|---:|---:|---|---:|\n{points}\n"
+    "| offline peak inf/s | config |\n"
+    "|---|{dim_rules}---|---:|---:|---|---:|---|\n{points}\n"
     "## Frontier\n\n"
     "![online frontier]({frontier})\n\n"
     "Online throughput against p99 and average latency, one line per measured point (a "
@@ -49,10 +49,11 @@ RANKING = {"interpolated": "throughput at the budget, interpolated in p99 betwee
 
 
 def search_page(spec: dict, results: dict, within: str | None, fastest: str, chosen: str,
-                config_text: str, folder: Path, frontier: Path) -> str:
+                winner: Path, folder: Path, frontier: Path) -> str:
     """The search's README (in `folder`): `results`, point -> its point.json; `within`,
     `fastest`, `chosen`: the best point within the budget, the fastest, the winner;
-    `config_text`: the winner's config.pbtxt; `frontier`: its plot."""
+    `winner`: the winner's config.pbtxt as the search wrote it; `frontier`: its plot. The
+    configs are linked, not inlined (a page of them was 880 of a README's 916 lines)."""
     search, key = spec["search"], spec["key"]
     budget, rank = search.get("p99_budget_ms"), search["rank"]
     dims = list(configuration_search.lists(search))
@@ -68,7 +69,7 @@ def search_page(spec: dict, results: dict, within: str | None, fastest: str, cho
                 else "no measured point has an online level within the budget"),
         fastest=fastest, fastest_level=_level(peak(results[fastest], None)),
         own=_reference(results, spec["reference"], chosen), chosen=chosen,
-        config=config_text.rstrip(),
+        winner=Path(winner).relative_to(folder).as_posix(),
         dims=" | ".join(dims), dim_rules="---|" * len(dims),
         points="".join(_point_row(name, results[name], dims, budget, rank) + "\n"
                        for name in spec["points"]),
@@ -87,12 +88,13 @@ def _point_row(name: str, result: dict, dims: list[str], budget: float | None,
     values = " | ".join(_value(result["values"][d]) for d in dims)
     if result["status"] != configuration_search.OK:
         reason = " ".join(summary(result["reason"])[:2])[:300].replace("|", "/")
-        return f"| [{name}]({name}/point.json) | {values} | failed ({reason}) | | | | |"
+        return f"| [{name}]({name}/point.json) | {values} | failed ({reason}) | | | | | |"
     top = peak(result, None)
     offline = max((r["throughput"] for r in result.get("offline", [])), default=None)
     offline = "not measured" if offline is None else f"{offline:,.0f}"
     return (f"| [{name}]({name}/point.json) | {values} | ok | {top['throughput']:,.0f} "
-            f"| {top['p99_ms']:.2f} | {_within(result, budget, rank)} | {offline} |")
+            f"| {top['p99_ms']:.2f} | {_within(result, budget, rank)} | {offline} "
+            f"| [config.pbtxt]({name}/config.pbtxt) |")
 
 
 def _scaling(points: list[str], results: dict) -> str:

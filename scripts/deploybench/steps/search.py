@@ -104,7 +104,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
                   out_json: Path, winner: Path, frontier: Path) -> None:
     """The search's README: every point measured (values, status, online peak and its p99,
     best level within the budget), the frontier, the best point within the budget and the
-    best overall, and the winner's config.pbtxt (inline and as `winner`)."""
+    best overall, and the winner's config.pbtxt (as `winner`, linked)."""
     search, key = spec["search"], spec["key"]
     budget, rank = search.get("p99_budget_ms"), search["rank"]
     # the points in the order the strategy measured them (the rule's input)
@@ -124,7 +124,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
         [{THROUGHPUT: r["throughput"], P99: r["p99_ms"], AVERAGE: r["avg_ms"]}
          for r in measured[n]["online"]])) for n in sorted(measured)]
     title = f"{key['model']} {key['gpu']} {key['backend']}_{key['precision']}: search"
-    frontier_plot(lines, "online", title, frontier)
+    frontier_plot(lines, "online", title, frontier, budget_ms=budget)
     summary = {
         "key": key, "strategy": search["strategy"], "p99_budget_ms": budget, "rank": rank,
         "descent_passes": search.get("descent_passes", 1),
@@ -135,7 +135,6 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     }
     with atomic.output(out_json) as tmp:
         tmp.write_text(atomic.json_text(summary))
-    text = search_page(spec, results, within, fastest, chosen, config_pbtxt.read_text(),
-                       out.parent, frontier)
+    text = search_page(spec, results, within, fastest, chosen, winner, out.parent, frontier)
     with atomic.output(out) as tmp:
         tmp.write_text(text)
