@@ -21,10 +21,9 @@ FORMATS = {".onnx": "onnx", ".pt": "torchscript", ".ts": "torchscript",
 BACKENDS = {"onnx": ["onnx"], "torchscript": ["ts-script"], "pt2": ["aoti", "torch-compile"]}
 ONNX_TYPES = {1: "FP32", 10: "FP16", 11: "FP64", 6: "INT32", 7: "INT64", 5: "INT16",
               3: "INT8", 2: "UINT8", 9: "BOOL"}
-TORCH_TYPES = {"float32": "FP32", "float16": "FP16", "float64": "FP64", "int32": "INT32",
-               "int64": "INT64", "int16": "INT16", "int8": "INT8", "uint8": "UINT8",
-               "bool": "BOOL"}
-INTEGERS = {"INT64", "INT32", "INT16", "INT8", "UINT8"}
+# torch's dtype names are numpy's: the Triton dtypes of the config's tensors by that name
+TORCH_TYPES = {np.dtype(numpy_dtype(t)).name: t for t in ONNX_TYPES.values()}
+INTEGERS = {t for t in ONNX_TYPES.values() if np.issubdtype(numpy_dtype(t), np.integer)}
 
 
 class Refused(ValueError):

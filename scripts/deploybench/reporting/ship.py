@@ -101,8 +101,9 @@ def _rate(folder: Path) -> str:
     path = folder / "rate.json"
     if not path.is_file():
         return "not measured"
-    found = json.loads(path.read_text())["max_rate_within_budget"]
-    budget = json.loads(path.read_text()).get("settings", {}).get("p99_budget_ms")
+    result = json.loads(path.read_text())
+    found = result["max_rate_within_budget"]
+    budget = result.get("settings", {}).get("p99_budget_ms")
     within = f" within p99 {budget:g} ms" if budget else ""
     if found.get("rate") is None or not found.get("bracketed", True):
         return f"not bracketed{within} (see its rate.json)"
