@@ -3,8 +3,7 @@ backend's parts that need no server: test_cpp_unit.py). An ONNX graph of two inp
 different dtypes, a third the graph does not read, served on ONNX Runtime's CPU execution
 provider: outputs equal ONNX Runtime in-process (to rounding) over gRPC and HTTP; the dynamic
 batcher's requests of different batch sizes come back to their own clients; a request the
-graph refuses fails alone and the server serves on; a graph or a setting that cannot load says
-why; on a GPU, its CUDA graphs serve every batch as without them. The
+graph refuses fails alone and the server serves on; a graph that cannot load says why. The
 embedding store behind a sparse model's config: every looked-up row equals the table's, hit or
 miss, through a cache a tenth of the table, and the server's metrics count the lookups and
 hits per table."""
@@ -192,14 +191,6 @@ def test_a_graph_that_cannot_load_is_unavailable_with_the_reason(triton, work, t
                                           "does not have"):
         with server:
             pass
-    server = serve(triton, tmp_path, run_of(), "graphs")
-    path = tmp_path / "repo-graphs/graphs/config.pbtxt"
-    config = triton_config.read(path)  # a graph batch that is no batch size
-    config.parameters["cuda_graphs"].string_value = "eight"
-    triton_config.write(config, path)
-    with pytest.raises(ServerError, match=r"parameter cuda_graphs 'eight' is not a batch size"):
-        with server:
-            pass
 
 
 # ---- the embedding store ----------------------------------------------------------------
@@ -291,34 +282,6 @@ def test_on_a_gpu_onnx_runtime_reads_and_writes_cuda_shared_memory_in_place(trit
                         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6,
                                                    err_msg=f"{inputs_on} -> {outputs_on}")
     assert "CUDA execution provider" in (work / "gpu-two.log").read_text()
-
-
-@ORT_GPU
-def test_on_a_gpu_onnx_runtimes_cuda_graphs_serve_every_batch_as_without(triton, work):
-    """`triton.cuda_graphs` on a GPU: the engine captures a graph per bucket (1, 2, 4, 8; Triton
-    warms each up) and pads a batch to its bucket. Batches on and between the buckets, one at
-    a time and eight clients at once through the dynamic batcher, equal ONNX Runtime's CUDA
-    provider in-process: a padded row, a stale buffer or a view overwritten by the next
-    replay would show."""
-    run = run_of(kind="gpu", delay_us=50_000)
-    run["model"]["triton"]["cuda_graphs"] = True
-    repo_config = work / "repo-graphs" / "graphs" / "config.pbtxt"
-    with serve(triton, work, run, "graphs") as server:
-        config = triton_config.read(repo_config)
-        assert config.parameters["cuda_graphs"].string_value == "8"
-        assert [w.batch_size for w in config.model_warmup] == [1, 2, 4, 8]
-        for n in (1, 3, 5, 8, 2):
-            feed = samples(n, 40 + n)
-            for got, want in zip(infer(grpcclient, server.grpc_url, "graphs", feed),
-                                 in_process(work, feed, ("CUDAExecutionProvider",))):
-                np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=f"batch {n}")
-        feeds = [samples(b, 60 + b) for b in (1, 2, 3, 1, 2, 1, 3, 2)]
-        results = at_once([lambda f=f: infer(grpcclient, server.grpc_url, "graphs", f)
-                           for f in feeds])
-    for feed, got in zip(feeds, results):
-        for g, w in zip(got, in_process(work, feed, ("CUDAExecutionProvider",))):
-            np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
-    assert "a CUDA graph per batch bucket up to 8" in (work / "graphs.log").read_text()
 
 
 class Conv(torch.nn.Module):

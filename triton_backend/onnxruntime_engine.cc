@@ -5,10 +5,6 @@
 // handed on without a copy. FP32 is strict: the CUDA provider's TF32 is off unless the model
 // is FP16. A graph's FP16 inputs (an FP16 export) get the clients' FP32 cast here; an input
 // the graph dropped (an exported graph keeps only the inputs the model reads) is not bound.
-// With the config's `cuda_graphs` (the largest batch to capture) on a GPU, ONNX Runtime
-// captures one CUDA graph per batch bucket (a batch padded to it, as the torch engines'
-// graphs), its inputs and outputs bound once to buffers of their own: a small batch's run is
-// one launch instead of one a kernel.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -87,8 +83,6 @@ using MemoryInfo =
     std::unique_ptr<OrtMemoryInfo, Releaser<OrtMemoryInfo, &OrtApi::ReleaseMemoryInfo>>;
 using IoBinding = std::unique_ptr<OrtIoBinding, Releaser<OrtIoBinding, &OrtApi::ReleaseIoBinding>>;
 using Value = std::unique_ptr<OrtValue, Releaser<OrtValue, &OrtApi::ReleaseValue>>;
-using RunOptions =
-    std::unique_ptr<OrtRunOptions, Releaser<OrtRunOptions, &OrtApi::ReleaseRunOptions>>;
 using TypeInfo = std::unique_ptr<OrtTypeInfo, Releaser<OrtTypeInfo, &OrtApi::ReleaseTypeInfo>>;
 using ShapeInfo = std::unique_ptr<OrtTensorTypeAndShapeInfo,
                                   Releaser<OrtTensorTypeAndShapeInfo,
@@ -132,19 +126,21 @@ class OnnxRuntime : public Engine {
  public:
   explicit OnnxRuntime(const EngineSpec& spec) : device_(spec.device) {
     const OrtApi& ort = api();
-    int64_t largest = graph_batch(spec);
-    if (largest > 0 && device_.is_cuda()) {
-      try {
-        session_ = open(spec, true);
-        buckets_ = graph_buckets(largest);
-        graph_note_ = ", a CUDA graph per batch bucket up to " + std::to_string(largest);
-        ort_check(ort.CreateRunOptions(&skip_), "run options");
-        ort_check(ort.AddRunConfigEntry(skip_, "gpu_graph_id", "-1"), "run options");
-      } catch (const std::runtime_error& refused) {  // a node ONNX Runtime keeps off the GPU
-        graph_note_ = std::string(", no CUDA graphs (") + refused.what() + ")";
-      }
-    }
-    if (!session_) session_ = open(spec, false);
+    OrtEnv* env = environment();  // first: the CUDA provider's options log through it
+    OrtSessionOptions* made = nullptr;
+    ort_check(ort.CreateSessionOptions(&made), "CreateSessionOptions");
+    SessionOptions options(made);
+    ort_check(ort.SetSessionGraphOptimizationLevel(options.get(), ORT_ENABLE_ALL),
+              "graph optimisation level");
+    ort_check(ort.SetSessionExecutionMode(options.get(), ORT_SEQUENTIAL), "execution mode");
+    ort_check(ort.SetInterOpNumThreads(options.get(), 1), "inter-op threads");
+    ort_check(ort.SetIntraOpNumThreads(options.get(), device_.is_cuda() ? 1 : spec.threads),
+              "intra-op threads");
+    if (device_.is_cuda()) stream_note_ = append_cuda(ort, options.get(), spec);
+    OrtSession* session = nullptr;
+    ort_check(ort.CreateSession(env, spec.path.c_str(), options.get(), &session),
+              "loading " + spec.path);
+    session_.reset(session);
     OrtMemoryInfo* memory = nullptr;
     if (device_.is_cuda())
       ort_check(ort.CreateMemoryInfo("Cuda", OrtDeviceAllocator, device_.index(), OrtMemTypeDefault,
@@ -156,30 +152,58 @@ class OnnxRuntime : public Engine {
     memory_.reset(memory);
     read_signature(spec);
   }
-  ~OnnxRuntime() override {
-    if (skip_ != nullptr) api().ReleaseRunOptions(skip_);
-  }
 
   bool takes_half() const override { return false; }  // cast to the graph's own types
   std::string describe() const override {
     return std::string("onnxruntime ") + api_base().GetVersionString() + ", " +
            (device_.is_cuda() ? "CUDA execution provider on " + stream_note_ + ", "
                               : std::string("CPU execution provider, ")) +
-           std::to_string(bound_.size()) + " of the config's inputs bound" + graph_note_;
+           std::to_string(bound_.size()) + " of the config's inputs bound";
   }
 
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
-    std::vector<at::Tensor> xs;  // the bound inputs in the graph's types, on the device
+    const OrtApi& ort = api();
+    OrtIoBinding* made = nullptr;
+    ort_check(ort.CreateIoBinding(session_.get(), &made), "CreateIoBinding");
+    IoBinding binding(made);
+    std::vector<Value> values;
+    std::vector<at::Tensor> kept;  // cast inputs live until the run ends
     for (const Bound& b : bound_) {
       at::Tensor x = inputs.at(b.input);
       if (x.scalar_type() != b.type) x = x.to(b.type);
       x = x.contiguous();
       if (x.device() != device_) x = x.to(device_);
-      xs.push_back(x);
+      kept.push_back(x);
+      std::vector<int64_t> shape = x.sizes().vec();
+      OrtValue* value = nullptr;
+      ort_check(ort.CreateTensorWithDataAsOrtValue(memory_.get(), x.data_ptr(), x.nbytes(),
+                                                   shape.data(), shape.size(), onnx_of(b.type),
+                                                   &value),
+                "input '" + b.name + "'");
+      values.emplace_back(value);
+      ort_check(ort.BindInput(binding.get(), b.name.c_str(), value), "binding " + b.name);
     }
-    if (Graph* graph = graph_for(xs)) return replay(*graph, xs);
-    Binding once = bind(xs, {});
-    return run_bound(once, nullptr);
+    for (const std::string& name : outputs_)
+      ort_check(ort.BindOutputToDevice(binding.get(), name.c_str(), memory_.get()),
+                "binding output " + name);
+#ifdef DEPLOYBENCH_CUDA
+    // the inputs' casts and copies were queued on the instance's stream: done before ONNX
+    // Runtime reads them (on that stream too where it took it: then this waits on nothing)
+    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+#endif
+    // ONNX Runtime synchronises its stream at the run's end: the outputs are written
+    ort_check(ort.RunWithBinding(session_.get(), nullptr, binding.get()), "run");
+    OrtAllocator* allocator = nullptr;
+    ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
+    OrtValue** produced = nullptr;
+    size_t count = 0;
+    ort_check(ort.GetBoundOutputValues(binding.get(), allocator, &produced, &count), "outputs");
+    std::vector<Value> owned;
+    for (size_t i = 0; i < count; ++i) owned.emplace_back(produced[i]);
+    ort_check(ort.AllocatorFree(allocator, produced), "freeing the outputs' list");
+    std::vector<at::Tensor> out;
+    for (Value& value : owned) out.push_back(tensor_of(std::move(value)));
+    return out;
   }
 
  private:
@@ -188,156 +212,11 @@ class OnnxRuntime : public Engine {
     size_t input;  // its place among the config's inputs
     at::ScalarType type;
   };
-  // An IoBinding and the values it binds (over tensors someone else keeps alive).
-  struct Binding {
-    IoBinding binding;
-    std::vector<Value> values;
-  };
-  // A batch bucket's graph: its inputs and outputs at fixed addresses, bound once.
-  struct Graph {
-    std::vector<at::Tensor> inputs, outputs;
-    Binding binding;
-    RunOptions options;
-  };
-
-  // The config's `cuda_graphs`: the largest batch (the inputs' first dimension, which an
-  // ensemble's unbatched dense part has too) that gets a graph; 0 where it is not set.
-  static int64_t graph_batch(const EngineSpec& spec) {
-    auto wanted = spec.parameters.find("cuda_graphs");
-    if (wanted == spec.parameters.end()) return 0;
-    const std::string& text = wanted->second;
-    bool digits = !text.empty() && text.size() < 10 &&
-                  std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || std::stoll(text) < 1)
-      throw std::runtime_error("parameter cuda_graphs '" + text +
-                               "' is not a batch size (the largest batch to capture, >= 1)");
-    return std::stoll(text);
-  }
-
-  Session open(const EngineSpec& spec, bool graphs) {
-    const OrtApi& ort = api();
-    OrtEnv* env = environment();  // first: the CUDA provider's options log through it
-    OrtSessionOptions* made = nullptr;
-    ort_check(ort.CreateSessionOptions(&made), "CreateSessionOptions");
-    SessionOptions options(made);
-    ort_check(ort.SetSessionGraphOptimizationLevel(options.get(), ORT_ENABLE_ALL),
-              "graph optimisation level");
-    ort_check(ort.SetSessionExecutionMode(options.get(), ORT_SEQUENTIAL), "execution mode");
-    ort_check(ort.SetInterOpNumThreads(options.get(), 1), "inter-op threads");
-    ort_check(ort.SetIntraOpNumThreads(options.get(), device_.is_cuda() ? 1 : spec.threads),
-              "intra-op threads");
-    if (device_.is_cuda()) stream_note_ = append_cuda(ort, options.get(), spec, graphs);
-    OrtSession* session = nullptr;
-    ort_check(ort.CreateSession(env, spec.path.c_str(), options.get(), &session),
-              "loading " + spec.path);
-    return Session(session);
-  }
-
-  // `inputs` bound in the graph's order; `outputs` bound where given, else to the device.
-  Binding bind(const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
-    const OrtApi& ort = api();
-    OrtIoBinding* made = nullptr;
-    ort_check(ort.CreateIoBinding(session_.get(), &made), "CreateIoBinding");
-    Binding b{IoBinding(made), {}};
-    auto value_of = [&](const at::Tensor& x, const std::string& name) {
-      std::vector<int64_t> shape = x.sizes().vec();
-      OrtValue* value = nullptr;
-      ort_check(ort.CreateTensorWithDataAsOrtValue(memory_.get(), x.data_ptr(), x.nbytes(),
-                                                   shape.data(), shape.size(),
-                                                   onnx_of(x.scalar_type()), &value),
-                "tensor '" + name + "'");
-      b.values.emplace_back(value);
-      return value;
-    };
-    for (size_t i = 0; i < bound_.size(); ++i)
-      ort_check(ort.BindInput(b.binding.get(), bound_[i].name.c_str(),
-                              value_of(inputs[i], bound_[i].name)),
-                "binding " + bound_[i].name);
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const char* name = outputs_[i].c_str();
-      ort_check(outputs.empty()
-                    ? ort.BindOutputToDevice(b.binding.get(), name, memory_.get())
-                    : ort.BindOutput(b.binding.get(), name, value_of(outputs[i], outputs_[i])),
-                "binding output " + outputs_[i]);
-    }
-    return b;
-  }
-
-  // Runs a binding; returns the outputs ONNX Runtime allocated (none where they were bound).
-  std::vector<at::Tensor> run_bound(Binding& b, OrtRunOptions* options) {
-    const OrtApi& ort = api();
-#ifdef DEPLOYBENCH_CUDA
-    // the inputs' casts and copies were queued on the instance's stream: done before ONNX
-    // Runtime reads them (on that stream too where it took it: then this waits on nothing)
-    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
-#endif
-    // ONNX Runtime synchronises its stream at the run's end: the outputs are written
-    ort_check(ort.RunWithBinding(session_.get(), options, b.binding.get()), "run");
-    OrtAllocator* allocator = nullptr;
-    ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
-    OrtValue** produced = nullptr;
-    size_t count = 0;
-    ort_check(ort.GetBoundOutputValues(b.binding.get(), allocator, &produced, &count), "outputs");
-    std::vector<Value> owned;
-    for (size_t i = 0; i < count; ++i) owned.emplace_back(produced[i]);
-    if (produced != nullptr)
-      ort_check(ort.AllocatorFree(allocator, produced), "freeing the outputs' list");
-    std::vector<at::Tensor> out;
-    for (Value& value : owned) out.push_back(tensor_of(std::move(value)));
-    return out;
-  }
-
-  // The graph of this batch's bucket and shapes, made at its first batch; none where
-  // graphs are off or the batch is above the largest bucket.
-  Graph* graph_for(const std::vector<at::Tensor>& xs) {
-    if (buckets_.empty() || xs.empty()) return nullptr;
-    auto bucket = std::lower_bound(buckets_.begin(), buckets_.end(), xs[0].size(0));
-    if (bucket == buckets_.end()) return nullptr;
-    std::vector<int64_t> key{*bucket};
-    for (const at::Tensor& x : xs) {
-      key.push_back(-1);  // between one input's dims and the next's
-      for (int64_t d = 1; d < x.dim(); ++d) key.push_back(x.size(d));
-    }
-    auto found = graphs_.find(key);
-    if (found != graphs_.end()) return &found->second;
-    const OrtApi& ort = api();
-    Graph graph;
-    for (const at::Tensor& x : xs) {
-      std::vector<int64_t> shape = x.sizes().vec();
-      shape[0] = *bucket;
-      graph.inputs.push_back(at::zeros(shape, x.options()));
-    }
-    // one run outside any graph at the bucket's shapes: ONNX Runtime's memory grows to what
-    // the capture will use (a capture may not allocate), and the outputs' shapes are known
-    Binding probe = bind(graph.inputs, {});
-    for (const at::Tensor& t : run_bound(probe, skip_))
-      graph.outputs.push_back(at::empty_like(t));
-    graph.binding = bind(graph.inputs, graph.outputs);
-    OrtRunOptions* options = nullptr;
-    ort_check(ort.CreateRunOptions(&options), "run options");
-    graph.options.reset(options);
-    std::string id = std::to_string(graphs_.size());
-    ort_check(ort.AddRunConfigEntry(options, "gpu_graph_id", id.c_str()), "graph id " + id);
-    return &graphs_.emplace(key, std::move(graph)).first->second;
-  }
-
-  // ONNX Runtime runs a graph id's first call plainly, captures at its second, then replays.
-  // The outputs are views of the graph's buffers: the backend copies them into the
-  // responses before it runs again.
-  std::vector<at::Tensor> replay(Graph& graph, const std::vector<at::Tensor>& xs) {
-    int64_t n = xs[0].size(0);
-    for (size_t i = 0; i < xs.size(); ++i)
-      graph.inputs[i].narrow(0, 0, n).copy_(xs[i], /*non_blocking=*/true);
-    run_bound(graph.binding, graph.options.get());
-    std::vector<at::Tensor> out;
-    for (const at::Tensor& t : graph.outputs) out.push_back(t.narrow(0, 0, n));
-    return out;
-  }
 
   // The CUDA provider on the instance's GPU and, where this onnxruntime takes it, its
   // stream; returns which stream it runs on, for the log.
   static std::string append_cuda(const OrtApi& ort, OrtSessionOptions* options,
-                                 const EngineSpec& spec, bool graphs) {
+                                 const EngineSpec& spec) {
     OrtCUDAProviderOptionsV2* cuda = nullptr;
     ort_check(ort.CreateCUDAProviderOptions(&cuda), "CUDA provider options");
     std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> guard(
@@ -347,8 +226,7 @@ class OnnxRuntime : public Engine {
     auto update = [&](bool with_stream) {
       std::map<std::string, std::string> settings{
           {"device_id", std::to_string(spec.device.index())},
-          {"use_tf32", spec.fp16 ? "1" : "0"},  // FP32 means FP32
-          {"enable_cuda_graph", graphs ? "1" : "0"}};
+          {"use_tf32", spec.fp16 ? "1" : "0"}};  // FP32 means FP32
       if (with_stream)
         settings["user_compute_stream"] =
             std::to_string(reinterpret_cast<uintptr_t>(spec.stream));
@@ -441,11 +319,8 @@ class OnnxRuntime : public Engine {
   }
 
   at::Device device_;
-  std::string stream_note_, graph_note_;
+  std::string stream_note_;
   Session session_;
-  std::vector<int64_t> buckets_;  // empty: no CUDA graphs
-  OrtRunOptions* skip_ = nullptr;  // a run outside any graph
-  std::map<std::vector<int64_t>, Graph> graphs_;
   MemoryInfo memory_;
   std::vector<Bound> bound_;
   std::vector<std::string> outputs_;

@@ -92,7 +92,7 @@ struct OrtApi {
   OrtStatus* (*SessionGetInputName)(const OrtSession* session, size_t index, OrtAllocator* allocator, char** value);  // 36
   OrtStatus* (*SessionGetOutputName)(const OrtSession* session, size_t index, OrtAllocator* allocator, char** value);  // 37
   void* SessionGetOverridableInitializerName;  // 38
-  OrtStatus* (*CreateRunOptions)(OrtRunOptions** out);  // 39
+  void* CreateRunOptions;  // 39
   void* RunOptionsSetRunLogVerbosityLevel;  // 40
   void* RunOptionsSetRunLogSeverityLevel;  // 41
   void* RunOptionsSetRunTag;  // 42
@@ -150,7 +150,7 @@ struct OrtApi {
   void (*ReleaseMemoryInfo)(OrtMemoryInfo* input);  // 94
   void (*ReleaseSession)(OrtSession* input);  // 95
   void (*ReleaseValue)(OrtValue* input);  // 96
-  void (*ReleaseRunOptions)(OrtRunOptions* input);  // 97
+  void* ReleaseRunOptions;  // 97
   void (*ReleaseTypeInfo)(OrtTypeInfo* input);  // 98
   void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo* input);  // 99
   void (*ReleaseSessionOptions)(OrtSessionOptions* input);  // 100
@@ -190,7 +190,7 @@ struct OrtApi {
   OrtStatus* (*CreateIoBinding)(OrtSession* session, OrtIoBinding** out);  // 134
   void (*ReleaseIoBinding)(OrtIoBinding* input);  // 135
   OrtStatus* (*BindInput)(OrtIoBinding* binding_ptr, const char* name, const OrtValue* val_ptr);  // 136
-  OrtStatus* (*BindOutput)(OrtIoBinding* binding_ptr, const char* name, const OrtValue* val_ptr);  // 137
+  void* BindOutput;  // 137
   OrtStatus* (*BindOutputToDevice)(OrtIoBinding* binding_ptr, const char* name, const OrtMemoryInfo* mem_info_ptr);  // 138
   void* GetBoundOutputNames;  // 139
   OrtStatus* (*GetBoundOutputValues)(const OrtIoBinding* binding_ptr, OrtAllocator* allocator, OrtValue*** output, size_t* output_count);  // 140
@@ -218,7 +218,7 @@ struct OrtApi {
   void* KernelInfoGetAttributeArray_float;  // 162
   void* KernelInfoGetAttributeArray_int64;  // 163
   void* CreateArenaCfgV2;  // 164
-  OrtStatus* (*AddRunConfigEntry)(OrtRunOptions* options, const char* config_key, const char* config_value);  // 165
+  void* AddRunConfigEntry;  // 165
   void* CreatePrepackedWeightsContainer;  // 166
   void* ReleasePrepackedWeightsContainer;  // 167
   void* CreateSessionWithPrepackedWeightsContainer;  // 168

@@ -110,15 +110,13 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
         params = {"artifact": run["artifact"], "runner": runner, "precision": run["precision"]}
         if runner == "torch-compile":
             params["compile_mode"] = model.get("compile_mode", "default")
-        if graphs := onnx_graph_batch(run, triton_backend):
-            params["cuda_graphs"] = str(graphs)
         if triton_backend == "python" and run["gpu"]["kind"] == "gpu" \
                 and RUNNERS[runner].device_tensors:
             # inputs stay where the client put them: in GPU memory with CUDA shared memory
             params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():
             config.parameters[key].string_value = value
-        if compiles_on_first_calls(runner) or "cuda_graphs" in params:
+        if compiles_on_first_calls(runner):
             config.model_warmup.extend(warmup(config))
     else:
         _backend_fields(config, run, triton_backend)
@@ -127,18 +125,6 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
             # the plan's profile fixed at this deployment's batch (runners.tensorrt.profiles)
             config.instance_group[0].profile.append(str(deployment.profile))
     return config
-
-
-def onnx_graph_batch(run: dict, triton_backend: str) -> int:
-    """The largest batch the C++ backend's ONNX Runtime engine captures CUDA graphs up to
-    (one per power-of-two bucket, as `triton.cuda_graphs` asks of the TensorRT backend): the
-    model's max batch, or the batch an ensemble's unbatched dense part was split from; 0
-    where the model asks for none, or its runs are not ONNX Runtime on a GPU in that backend."""
-    triton = run["model"]["triton"]
-    if not (triton.get("cuda_graphs") and triton_backend == CPP_BACKEND
-            and run["backend"]["runner"] == "onnxruntime" and run["gpu"]["kind"] == "gpu"):
-        return 0
-    return int(triton.get("split_from_batch") or triton["max_batch_size"])
 
 
 def compiles_on_first_calls(runner: str) -> bool:
