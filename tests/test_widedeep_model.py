@@ -413,6 +413,32 @@ def test_onnx_export_matches_keras_on_generated_batches(exported, data):
     np.testing.assert_allclose(runner(wild)[0], run(model, wild), rtol=1e-5, atol=1e-6)
 
 
+def test_the_fp16_conversion_loads_and_keeps_the_id_arithmetic_fp32(exported, data, tmp_path):
+    """The `onnx_fp16` key converts the FP32 export: tf2onnx's id arithmetic (ids cast to
+    float, compared with 0) stays FP32, so the graph loads (an H200 refused the plain
+    conversion's, 2026-11-29) and the probabilities match the Keras model to FP16 rounding,
+    wild ids among them."""
+    import onnx
+    import onnxruntime as ort
+
+    from deploybench.runners import onnxruntime as ort_runner
+
+    model, out = exported
+    converted = tmp_path / "model_fp16.onnx"
+    assert ort_runner.convert("onnxruntime", out / "model.onnx", converted,
+                              runners.Options(inputs=(), precision="fp16"))
+    graph = onnx.load(str(converted)).graph
+    kept = set(ort_runner.integer_casts(onnx.load(str(out / "model.onnx"))))
+    casts = [n for n in graph.node if n.name in kept and n.op_type == "Cast"]
+    assert casts and all(a.i == onnx.TensorProto.FLOAT for n in casts for a in n.attribute)
+    assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in graph.initializer)
+    session = ort.InferenceSession(str(converted), providers=["CPUExecutionProvider"])
+    real, _ = widedeep.load_split(TINY, str(data), "valid", None)
+    for x in ([a[:64] for a in real], batch(24, wild_ids=True)):
+        got = session.run(None, {t["name"]: a for t, a in zip(INPUTS, x)})[0]
+        np.testing.assert_allclose(got, run(model, x), rtol=0, atol=2e-3)
+
+
 def test_both_configs_validate(tmp_path):
     settings = Settings(main_config())
     run_ = settings.run("widedeep-tiny", "cpu", "tf-savedmodel", "fp32")

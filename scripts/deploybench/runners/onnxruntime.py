@@ -12,15 +12,43 @@ from .base import Options, Runner, RunnerUnavailable, as_fp32
 
 def convert(name: str, exported: Path, out: Path, options: Options) -> bool:
     """FP16 for plain ONNX Runtime: the graph's weights and arithmetic in FP16, its inputs
-    and outputs kept FP32. The TensorRT provider applies FP16 itself at load time."""
+    and outputs kept FP32, index arithmetic kept FP32 (integer_casts). The TensorRT provider
+    applies FP16 itself at load time."""
     if options.precision == "fp32" or name == "onnxruntime-trt":
         return False
     import onnx
     from onnxconverter_common import float16
 
-    model = float16.convert_float_to_float16(onnx.load(str(exported)), keep_io_types=True)
+    model = onnx.load(str(exported))
+    model = float16.convert_float_to_float16(model, keep_io_types=True,
+                                             node_block_list=integer_casts(model))
     onnx.save(model, str(out))
     return True
+
+
+COMPARISONS = {"Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal"}
+
+
+def integer_casts(model) -> list[str]:
+    """The nodes that cast integers to FP32 and the comparisons that read them: tf2onnx
+    writes a Keras model's id arithmetic so (Wide & Deep's FloorMod: ids cast, compared with
+    0). Converted, such a Cast kept its FP32 target while its output was retyped FP16, a graph
+    ONNX Runtime refuses (2026-11-29), and ids past 2,048 do not survive FP16 anyway."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type for v in
+             (*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output)}
+    types.update({t.name: t.data_type for t in inferred.graph.initializer})
+    floating = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                onnx.TensorProto.BFLOAT16}
+    casts = {n.output[0]: n.name for n in model.graph.node
+             if n.op_type == "Cast" and n.name
+             and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in n.attribute)
+             and types.get(n.input[0]) not in (*floating, None)}
+    readers = [n.name for n in model.graph.node
+               if n.op_type in COMPARISONS and n.name and set(n.input) & set(casts)]
+    return [*casts.values(), *readers]
 
 
 class OnnxRuntimeRunner(Runner):
