@@ -276,6 +276,17 @@ def rate_measured(name):
     return inputs
 
 
+def rates_of_peak(name):
+    """input of the rate rule: the online sweep's `name` where the model's rates are
+    fractions of its peak (rate.rates_of_peak), none where they are given."""
+
+    def inputs(w):
+        settings = run_of(w)["model"].get("rate") or {}
+        return layout.fill(cfg(name), **key_of(w)) if "rates_of_peak" in settings else []
+
+    return inputs
+
+
 def ensemble_data(w):
     """The dataset an ensemble's offline step draws its requests and cache warm-up from
     (ensemble.perf_samples, warmup_samples); none for a single model, whose perf data

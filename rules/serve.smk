@@ -84,13 +84,15 @@ use rule offline as online with:
         spec=spec("online"),
 
 
-# Open loop: requests arriving at the model config's rates (its `rate` section), on the
-# online deployment; a configuration without one is refused with the reason.
+# Open loop: requests arriving at the model config's rates (its `rate` section: given, or
+# fractions of the online sweep's peak, which it then follows), on the online deployment;
+# a configuration without one is refused with the reason.
 use rule offline as rate with:
     input:
         repository=rate_measured("model_repository"),
         perf_data=src("perf_data.json"),
         accuracy=rate_measured("accuracy.csv"),
+        online=rates_of_peak("online.csv"),
     output:
         out_csv=reported(cfg("rate.csv")),
         out_json=cfg("rate.json"),

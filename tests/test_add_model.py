@@ -79,6 +79,9 @@ def test_the_config_says_what_the_file_holds(files, suffix, extra, backends, out
     assert config["outputs"] == outputs and config["backends"] == backends
     assert config["hparams"]["sha256"] == artifact.digest(files / f"mine.{suffix}")
     assert config["triton"]["max_batch_size"] == 32
+    # an open-loop answer within the default budget, at fractions of its own online peak
+    assert config["rate"]["p99_budget_ms"] == 100
+    assert config["rate"]["rates_of_peak"] == [0.25, 0.5, 0.75, 1.0, 1.25]
     # samples generated from the specs beside it, integers within the range asked for
     with np.load(config["data"]["path"]) as samples:
         assert samples["x"].dtype == np.float32 and samples["x"].shape == (64, 4)
@@ -100,6 +103,7 @@ def test_the_config_says_what_the_file_holds(files, suffix, extra, backends, out
     (["static.onnx", "--range", "ids=0:10"], ["input 'x' has shape [2, 4]", "dynamic batch"]),
     (["make.txt"], ["cannot tell its format from '.txt'", ".onnx"]),
     (["mine.onnx", "--range", "ids=5:5"], ["LOW must be below HIGH"]),
+    (["mine.onnx", "--range", "ids=0:10", "--p99", "0"], ["--p99 0.0", "more than 0 ms"]),
 ])
 def test_what_the_file_cannot_tell_is_asked_for_by_name(files, args, words):
     (files / "make.txt").write_text("not a model")
@@ -139,10 +143,17 @@ def test_a_users_samples_are_checked_and_a_changed_file_refused(files, tmp_path)
 @pytest.mark.e2e
 def test_an_onnx_model_is_measured_end_to_end_and_the_others_convert(files, tmp_path):
     """`deploybench run` of the ONNX model on the CPU key: the configuration's report with
-    offline, online, served/native and the accuracy check against the user's file; the
+    offline, online, rate (at fractions of its online peak), served/native and the accuracy
+    check against the user's file; the
     TorchScript and .pt2 files through their conversion and its check."""
     for suffix, extra in (("onnx", []), ("pt", TORCHSCRIPT_INPUTS), ("pt2", [])):
         assert add(files, f"mine-{suffix}", suffix, "--force", *extra)[0].returncode == 0
+    # its rate scenario as written, made short: two levels, below and far above the peak
+    path = files / "models/mine-onnx.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["rate"].update(rates_of_peak=[0.5, 1.5], bisection_steps=0, min_requests=60,
+                          level_timeout_s=30)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     run_file = tmp_path / "run.yaml"
     run_file.write_text(yaml.safe_dump({  # the user's models alone: targets of theirs
         "models_dir": str(files / "models"), "matrix": {"models": ["mine-onnx"]},
@@ -162,6 +173,16 @@ def test_an_onnx_model_is_measured_end_to_end_and_the_others_convert(files, tmp_
     import pandas as pd
 
     assert pd.read_csv(folder / "offline.csv")["Batch"].tolist() == [1, 8, 32]
+    # the rates offered were the fractions of the online sweep's peak, requests of one
+    online = pd.read_csv(folder / "online.csv")
+    peak = online.loc[online["Stable"], "Inferences/Second"].max()
+    rate = pd.read_csv(folder / "rate.csv")
+    assert rate["Offered (req/s)"].tolist() == [float(f"{f * peak:.3g}")
+                                                          for f in (0.5, 1.5)]
+    assert "Maximum rate with p99 within 100 ms" in readme or \
+        "No rate measured kept p99 within 100 ms" in readme or \
+        "Every rate measured kept p99 within 100 ms" in readme
+    assert "of the online sweep's peak" in readme
     accuracy = pd.read_csv(folder / "accuracy.csv")
     assert accuracy.loc[accuracy["kind"] == "deviation", "triton"].max() < 1e-5
     # its own format exported as the file itself, byte for byte

@@ -60,7 +60,7 @@ def test_a_wrong_key_is_refused_before_snakemake_runs_naming_what_is_valid(args,
 def test_an_unknown_benchmark_is_refused_with_the_list():
     result = deploybench("bench", "nosuch")
     assert result.returncode == 2
-    assert "valid: ensemble, gpu_serving, incremental" in result.stderr
+    assert "valid: add_model, ensemble, gpu_serving, incremental" in result.stderr
     assert "incremental" in deploybench("bench").stdout
 
 

@@ -82,6 +82,34 @@ def test_a_configuration_headline_takes_every_number_from_its_files(tmp_path):
     assert text.endswith("- **Served by**: deploybench backend")
 
 
+def _rate_json(folder: Path, rate, high, throughput) -> Path:
+    """A rate.json of the rate step's shape: the bracket of the highest rate within 40 ms."""
+    path = folder / "rate.json"
+    path.write_text(json.dumps({"settings": {"p99_budget_ms": 40}, "max_rate_within_budget": {
+        "rate": rate, "bracket": [rate, high], "throughput": throughput}}))
+    return path
+
+
+def test_the_rate_answer_is_the_highest_rate_within_the_budget_read_from_its_file(tmp_path):
+    """The configuration and model headlines give rate.json's answer: the rate, its
+    throughput and the budget; said as a floor where every rate kept it, as none where none
+    did; not measured (and out of the model line) without the file."""
+    folder = write_configuration(tmp_path / "c")
+    files = [folder / f"{n}.csv" for n in ("offline", "online", "native", "accuracy")]
+    for (rate, high, throughput), said in [
+            ((193.0, 241.5, 1544.0), "193 requests/s (1,544 inf/s) within p99 40 ms"),
+            ((480.0, None, 3840.0), "above 480 requests/s (3,840 inf/s) within p99 40 ms"),
+            ((None, 50.0, None), "no rate measured kept p99 within 40 ms")]:
+        facts = configuration_headline(*files, _rate_json(folder, rate, high, throughput))
+        assert f"- **Rate** (open loop): {said}\n" in configuration_lines(facts, "")
+        assert f"; rate {said}; " in model_lines({"cpu onnx_fp32": {**facts,
+                                                                    "served_by": ""}})
+    facts = headline_of(folder)
+    assert "- **Rate** (open loop): not measured\n" in configuration_lines(facts, "")
+    assert "rate" not in model_lines({"cpu onnx_fp32": {**facts, "served_by": ""}}).split(
+        "online")[1].split("served/native")[0]
+
+
 def test_a_deployment_over_two_gpus_gives_a_gpus_share_too(tmp_path):
     """triton.gpus 2 (the offline JSON's triton settings): each peak also a GPU's share."""
     folder = write_configuration(tmp_path / "c")

@@ -168,6 +168,7 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
   times.exec_start = exec_start;
   int64_t total = 0;
   for (const Request* r : group) total += r->batch;
+  int64_t samples = total;  // an unbatched model's: its first input's first dimension
   std::string error;
   try {
     c10::InferenceMode inference;
@@ -178,6 +179,8 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
     bool copied = false;
     std::vector<at::Tensor> inputs = engine_->reads_inputs() ? gather(group, total, &copied)
                                                              : placeholders(group, total);
+    if (model_.max_batch_size == 0 && !inputs.empty() && inputs[0].dim() > 0)
+      samples = inputs[0].size(0);
     if (copied) synchronize();  // the copies count as the execution's compute input
     times.compute_start = now_ns();
     if (model_.precision == "fp16" && engine_->takes_half())
@@ -202,7 +205,7 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
     finish(*r, times);
   }
   if (error.empty()) {
-    profile(times, total);
+    profile(times, samples);
     if (metrics_) metrics_->update(*engine_->table_counts());
     failed(TRITONBACKEND_ModelInstanceReportBatchStatistics(
         triton_, total, times.exec_start, times.compute_start, times.compute_end,

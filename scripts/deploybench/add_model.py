@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .models.artifact import digest
+from .models.artifact import digest, input_arrays
 from .tensors import check_arrays, numpy_dtype
 
 FORMATS = {".onnx": "onnx", ".pt": "torchscript", ".ts": "torchscript",
@@ -154,10 +154,13 @@ def parse_ranges(given: list[str]) -> dict[str, list[int]]:
 
 def model_config(name: str, path: Path, fmt: str | None = None, inputs: list[str] = (),
                  ranges: list[str] = (), data: Path | None = None, max_batch: int = 32,
-                 samples: Path | None = None) -> dict:
+                 samples: Path | None = None, p99_budget_ms: float = 100.0) -> dict:
     """The model config of a user's model file (config/models/NAME.yaml). `data`: the
     user's samples (checked against the specs); otherwise generated ones are written to
-    `samples` (an .npz beside the config)."""
+    `samples` (an .npz beside the config). `p99_budget_ms`: the budget of its rate
+    scenario, whose rates are fractions of the online sweep's peak, and of what to ship."""
+    if not p99_budget_ms > 0:
+        raise Refused(f"--p99 {p99_budget_ms}: a budget of more than 0 ms")
     path = Path(path).resolve()
     if not path.is_file():
         raise Refused(f"'{path}' is not a file")
@@ -169,13 +172,15 @@ def model_config(name: str, path: Path, fmt: str | None = None, inputs: list[str
         ins, outs = _onnx(path)
     elif fmt == "pt2":
         ins, outs = _pt2(path)
-    else:
-        given = parse_inputs(list(inputs))
-        ins, outs = _torchscript(path, given, _with_defaults(given, bounds, data))
+    else:  # TorchScript: the inputs the user gave, checked by a run on generated values
+        ins = parse_inputs(list(inputs))
+    values = integer_ranges(ins, bounds, data)
+    if fmt not in ("onnx", "pt2"):
+        ins, outs = _torchscript(path, ins, values)
     if data is not None:
         check_data(Path(data), ins)
     else:
-        arrays = generate_arrays(ins, _with_defaults(ins, bounds, data), 64, seed=0)
+        arrays = generate_arrays(ins, values, 64, seed=0)
         with open(samples, "wb") as f:
             np.savez(f, **arrays)
     batches = sorted({1, max(1, max_batch // 4), max_batch})
@@ -197,6 +202,10 @@ def model_config(name: str, path: Path, fmt: str | None = None, inputs: list[str
                    "preferred_batch_sizes": [max_batch], "max_queue_delay_us": 100},
         "offline": {"batch_sizes": batches, "measurement_request_count": 20},
         "online": {"batch_size": 1, "concurrency": [1, 2, 4], "measurement_request_count": 20},
+        "rate": {"batch_size": 1, "rates_of_peak": [0.25, 0.5, 0.75, 1.0, 1.25],
+                 "distribution": "poisson", "p99_budget_ms": p99_budget_ms,
+                 "bisection_steps": 1, "min_requests": 200, "min_window_ms": 1000,
+                 "level_timeout_s": 60},
     }
 
 
@@ -219,8 +228,9 @@ def generate_arrays(inputs: list[dict], ranges: dict, samples: int, seed: int) -
     return arrays
 
 
-def _with_defaults(specs: list[dict], ranges: dict, data: Path | None) -> dict:
-    """Every integer input's range: the user's, or refused where generated data needs one."""
+def integer_ranges(specs: list[dict], ranges: dict, data: Path | None) -> dict:
+    """Every integer input's range of generated values: the user's; [0, 2) where the user's
+    samples are used; refused where generated samples need one the user did not give."""
     needed = [s["name"] for s in specs if s["dtype"] in INTEGERS and s["name"] not in ranges]
     if needed and data is None:
         raise Refused(f"integer input(s) {', '.join(needed)}: the file cannot tell their "
@@ -231,12 +241,7 @@ def _with_defaults(specs: list[dict], ranges: dict, data: Path | None) -> dict:
 
 def check_data(path: Path, inputs: list[dict]) -> None:
     """A user's .npz: an array per input, of its dtype and per-sample shape."""
-    with np.load(path, allow_pickle=False) as npz:
-        missing = [s["name"] for s in inputs if s["name"] not in npz.files]
-        if missing:
-            raise Refused(f"'{path}' has no array for input(s) {', '.join(missing)}; it "
-                          f"holds {', '.join(npz.files)}")
-        try:
-            check_arrays(inputs, [npz[s["name"]] for s in inputs], f"data file '{path}'")
-        except ValueError as err:
-            raise Refused(str(err)) from err
+    try:
+        check_arrays(inputs, input_arrays(path, inputs), f"data file '{path}'")
+    except ValueError as err:
+        raise Refused(str(err)) from err

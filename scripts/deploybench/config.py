@@ -278,6 +278,7 @@ class Settings:
         """The model config with the overrides of this backend, then of this GPU key's kind
         and the key, merged in (read-only: the runs of every precision share it)."""
         _choice("model", model, self.models)
+        _choice("GPU key", gpu, self.gpus)
         if (model, gpu, backend) not in self._merged:
             raw = self.models[model]
             merged = {k: v for k, v in raw.items()

@@ -21,10 +21,16 @@ def rate_refusal(run: dict) -> str | None:
         return online_refusal(run)
     required = load_yaml(SCHEMA_DIR / "model.schema.yaml")["properties"]["rate"]["allOf"][1]
     missing = [k for k in required["required"] if k not in settings]
+    given = [k for k in ("rates", "rates_of_peak") if k in settings]
+    if len(given) == 2:
+        return f"rate scenario of {where}: `rate` gives both rates and rates_of_peak: keep one"
+    if not given:
+        missing.append("rates (or rates_of_peak)")
     if missing:
         return f"rate scenario of {where}: `rate` lacks {', '.join(missing)}"
-    if list(settings["rates"]) != sorted(settings["rates"]):
-        return f"rate scenario of {where}: rate.rates {settings['rates']} are not increasing"
+    offered = settings[given[0]]
+    if list(offered) != sorted(set(offered)):
+        return f"rate scenario of {where}: rate.{given[0]} {offered} are not increasing"
     return None
 
 

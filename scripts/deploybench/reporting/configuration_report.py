@@ -305,7 +305,8 @@ def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, 
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
-    facts = configuration_headline(offline, online or None, native or None, accuracy)
+    facts = configuration_headline(offline, online or None, native or None, accuracy,
+                                   rate_json or None)
     return PAGE.format(
         **_measured(run, files, reports, rel),
         headline=configuration_lines(facts, served_by(reports["offline"]["provenance"])),

@@ -1,8 +1,9 @@
 """The answer first: a configuration's headline (best offline throughput, online peak and
-its p99, served/native at the largest batch, accuracy against the source model, whether
-the host was contended, the backend that served) and a model's (a line a configuration,
-the fastest offline and online). Every number is read from the files the reports read; a
-scenario without its file is "not measured", never a number.
+its p99, the highest open-loop rate within its budget, served/native at the largest batch,
+accuracy against the source model, whether the host was contended, the backend that
+served) and a model's (a line a configuration, the fastest offline and online). Every
+number is read from the files the reports read; a scenario without its file is "not
+measured", never a number.
 
 A model's headline lines are Markdown and reStructuredText alike (bullets, bold, plain
 text): the HTML report's front page includes them as they are (report/workflow.rst)."""
@@ -116,13 +117,27 @@ def _host(reports: dict[str, dict]) -> dict | None:
     return {"measured": measured, "contended": contended} if measured else None
 
 
+def _rate(rate_json: Path | None) -> dict | None:
+    """The rate scenario's answer: the highest rate within its budget (None: below the
+    lowest measured) and that level's throughput; None where the scenario has no file."""
+    if not rate_json or not Path(rate_json).is_file():
+        return None
+    import json
+
+    result = json.loads(Path(rate_json).read_text())
+    found = result["max_rate_within_budget"]
+    return {"budget_ms": result["settings"]["p99_budget_ms"], "rate": found["rate"],
+            "throughput": found["throughput"], "above": found["bracket"][1] is None}
+
+
 def configuration_headline(offline: Path, online: Path | None = None,
-                           native: Path | None = None, accuracy: Path | None = None) -> dict:
+                           native: Path | None = None, accuracy: Path | None = None,
+                           rate_json: Path | None = None) -> dict:
     """A configuration's headline facts from its files (None: not measured); the JSONs
     beside the CSVs give host load and provenance."""
     reports = {name: report_of(csv) for name, csv in
                (("offline", offline), ("online", online), ("native", native)) if csv}
-    return {"offline": _peak(offline), "online": _peak(online),
+    return {"offline": _peak(offline), "online": _peak(online), "rate": _rate(rate_json),
             "served_native": _ratio(offline, native), "accuracy": _accuracy(accuracy),
             "host": _host(reports),
             "served_by": served_by(reports["offline"].get("provenance", {}), notes=False),
@@ -151,6 +166,16 @@ def online_text(facts: dict) -> str:
         return NOT_MEASURED
     return (f"{_inferences(peak, facts.get('gpus', 1))} at concurrency {peak['concurrency']}, "
             f"p99 {peak['p99_ms']:.3g} ms")
+
+
+def rate_text(facts: dict) -> str:
+    found = facts.get("rate")
+    if not found:
+        return NOT_MEASURED
+    if found["rate"] is None:
+        return f"no rate measured kept p99 within {found['budget_ms']:g} ms"
+    return (f"{'above ' if found['above'] else ''}{found['rate']:,.4g} requests/s "
+            f"({found['throughput']:,.0f} inf/s) within p99 {found['budget_ms']:g} ms")
 
 
 def ratio_text(facts: dict) -> str:
@@ -206,6 +231,7 @@ def configuration_lines(facts: dict, backend: str) -> str:
     return "\n".join([
         f"- **Offline** (best of the batch sweep): {offline_text(facts)}",
         f"- **Online** peak: {online_text(facts)}",
+        f"- **Rate** (open loop): {rate_text(facts)}",
         f"- **Served/native** at the largest batch: {ratio_text(facts)}",
         f"- **Accuracy** against the source model: {accuracy_text(facts)}",
         f"- **Host**: {host_text(facts)}",
@@ -218,7 +244,8 @@ def model_lines(headlines: dict[str, dict]) -> str:
     if not headlines:
         return "- Nothing built yet."
     lines = [f"- **{label}**: offline {offline_text(f)}; online {online_text(f)}; "
-             f"served/native {ratio_text(f)}; accuracy {accuracy_text(f, detail=False)}; "
+             + (f"rate {rate_text(f)}; " if f.get("rate") else "")
+             + f"served/native {ratio_text(f)}; accuracy {accuracy_text(f, detail=False)}; "
              f"{host_short(f)}; {f['served_by']}"
              for label, f in headlines.items()]
     fastest = []

@@ -119,7 +119,8 @@ def configuration_headlines(configs: list[Path]) -> dict[str, dict]:
     """Each configuration's headline facts (reporting.headline), by its label."""
     return {configuration_label(readme.parent): configuration_headline(
         readme.parent / "offline.csv", *(_existing(readme.parent / f"{name}.csv")
-                                         for name in ("online", "native", "accuracy")))
+                                         for name in ("online", "native", "accuracy")),
+        _existing(readme.parent / "rate.json"))
         for readme in configs}
 
 

@@ -15,7 +15,7 @@ from .markdown import batches_formed, markdown_table
 # The configuration report's rate section (one paragraph a line)
 SECTION = (
     "Open loop: requests of batch {batch} arriving at each offered rate ({distribution} "
-    "arrivals), on the online deployment. The percentiles are every request's of the windows "
+    "arrivals){peak}, on the online deployment. The percentiles are every request's of the windows "
     "perf_analyzer kept (at least {min_requests} a level), with 95 % bootstrap intervals; "
     "`p99 latency (ms)` is perf_analyzer's own.\n\n"
     "**{verdict}**\n\n"
@@ -51,8 +51,12 @@ def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
     table = pd.read_csv(rate_csv)
     shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
                                 ("avg latency (ms)", "p99 latency (ms)")])
+    used = result["settings"]
+    peak = (f"; the rates {used['rates_of_peak']} of the online sweep's peak, "
+            f"{used['online_peak_requests_per_s']:g} requests/s"
+            if "online_peak_requests_per_s" in used else "")
     return SECTION.format(
-        batch=settings["batch_size"], distribution=settings["distribution"],
+        batch=settings["batch_size"], distribution=settings["distribution"], peak=peak,
         min_requests=settings["min_requests"],
         verdict=max_rate_sentence(result["max_rate_within_budget"], settings["p99_budget_ms"]),
         plot=plot, table=markdown_table(shown), preferred=triton["preferred_batch_sizes"],

@@ -48,12 +48,12 @@ SUSTAINED = 0.95
 
 
 def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
-         out_json: Path, perf_log: Path, server_log: Path) -> None:
+         out_json: Path, perf_log: Path, server_log: Path, online: Path | list = ()) -> None:
     refused = rate_refusal(spec)
     if refused:
         raise ValueError(refused)
     require_accurate(accuracy)
-    settings = spec["model"]["rate"]
+    settings = offered(spec["model"]["rate"], online or None)
     batch, budget = settings["batch_size"], settings["p99_budget_ms"]
     model = deployments.for_scenario(spec, "online", batch).name
     config_pbtxt = triton_repository.config_path(repository, model)
@@ -98,6 +98,27 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
     }
     serving.write(table, result, out_csv, out_json)
     print(max_rate_sentence(found, budget))
+
+
+def offered(settings: dict, online: Path | None) -> dict:
+    """The rate settings with the rates to offer: `rates` as given, or each of
+    `rates_of_peak` times the online sweep's peak (its highest stable inferences/s, in
+    requests/s of the rate's batch size), to three significant figures."""
+    if "rates" in settings:
+        return settings
+    if online is None:
+        raise ValueError("rate.rates_of_peak needs the configuration's online.csv")
+    table = pd.read_csv(online)
+    stable = table[table[STABLE].astype(str) == "True"]
+    if stable.empty:
+        raise ValueError(f"rate.rates_of_peak: {online} has no stable level to take the peak "
+                         "from; give rate.rates instead, or re-measure online")
+    peak = float(stable[THROUGHPUT].max()) / settings["batch_size"]
+    rates = [float(f"{f * peak:.3g}") for f in settings["rates_of_peak"]]
+    if rates != sorted(set(rates)):
+        raise ValueError(f"rate.rates_of_peak {settings['rates_of_peak']} of a peak of "
+                         f"{peak:.3g} requests/s give rates {rates}, not increasing")
+    return {**settings, "rates": rates, "online_peak_requests_per_s": round(peak, 3)}
 
 
 def _windowed(spec: dict, offered: float) -> dict:

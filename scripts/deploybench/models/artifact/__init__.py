@@ -117,12 +117,17 @@ def load_split(hparams: dict, data_dir: str, split: str,
     in the config's order; no targets."""
     path = Path(data_dir)
     path = path / DATA_FILE if path.is_dir() else path
+    return [a[:max_samples] for a in input_arrays(path, hparams["inputs"])], []
+
+
+def input_arrays(path: Path, inputs: list[dict]) -> list[np.ndarray]:
+    """The data file's array of each input, in the inputs' order (no code runs: no pickles)."""
     with np.load(path, allow_pickle=False) as npz:
-        missing = [s["name"] for s in hparams["inputs"] if s["name"] not in npz.files]
+        missing = [s["name"] for s in inputs if s["name"] not in npz.files]
         if missing:
             raise ValueError(f"data file '{path}' has no array for input(s) "
                              f"{', '.join(missing)}; it holds {', '.join(npz.files)}")
-        return [npz[s["name"]][:max_samples] for s in hparams["inputs"]], []
+        return [npz[s["name"]] for s in inputs]
 
 
 def evaluate(hparams: dict, predictions: list[np.ndarray],
