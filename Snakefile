@@ -41,6 +41,7 @@ if config.get("container"):
 
 
 include: "rules/common.smk"
+include: "rules/search_common.smk"
 include: "rules/source.smk"
 include: "rules/convert.smk"
 include: "rules/serve.smk"

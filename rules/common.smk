@@ -21,6 +21,7 @@ from deploybench.scenarios import (
 from deploybench.measurement.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
 from deploybench.plugins import sources as plugin_sources
+from deploybench.reporting.ship import budget_of
 from deploybench.served import bundled_code
 from deploybench.triton import cpp_backend
 
@@ -263,26 +264,19 @@ def if_rate(name):
     return inputs
 
 
-def rate_measured(name):
-    """input of the rate rule: `name`, a configuration file it reads; a configuration
+def rate_measured(name, of_peak=False):
+    """input of the rate rule: `name`, a configuration file it reads (of_peak: only where
+    the rates are fractions of the online peak, rate.rates_of_peak); a configuration
     without a rate scenario is refused with the reason while the DAG is built."""
 
     def inputs(w):
-        refused = rate_refusal(run_of(w))
+        run = run_of(w)
+        refused = rate_refusal(run)
         if refused:
             raise WorkflowError(refused)
+        if of_peak and "rates_of_peak" not in run["model"]["rate"]:
+            return []
         return layout.fill(cfg(name), **key_of(w))
-
-    return inputs
-
-
-def rates_of_peak(name):
-    """input of the rate rule: the online sweep's `name` where the model's rates are
-    fractions of its peak (rate.rates_of_peak), none where they are given."""
-
-    def inputs(w):
-        settings = run_of(w)["model"].get("rate") or {}
-        return layout.fill(cfg(name), **key_of(w)) if "rates_of_peak" in settings else []
 
     return inputs
 
@@ -339,6 +333,7 @@ def default_targets():
         for page in (layout.CONFIGURATION_PAGE, layout.COMPARISON_PAGE)
     ]
     models = sorted({t["model"] for t in config["targets"]})
+    ships = sorted({(t["model"], t["gpu"]) for t in config["targets"]})
     return built_only(
         pages
         + [
@@ -346,7 +341,30 @@ def default_targets():
             for m in models
             for page in (layout.MODEL_PAGE, layout.MODEL_COMPARISON_PAGE)
         ]
+        + [layout.fill(layout.SHIP_PAGE, model=m, gpu=g) for m, g in ships if budget(m, g)]
     )
+
+
+def budget(model, gpu):
+    """The p99 budget what to ship ranks by on that key (reporting.ship.budget_of)."""
+    return budget_of(SETTINGS.model_settings(model, gpu))
+
+
+def ship_inputs(w):
+    """The default targets' configuration reports on the model's GPU key (while reporting:
+    those built, as the model reports' inputs)."""
+    return built_only(
+        [
+            layout.fill(cfg(layout.CONFIGURATION_REPORT), **t)
+            for t in config["targets"]
+            if (t["model"], t["gpu"]) == (w.model, w.gpu)
+        ]
+    )
+
+
+def ship_spec(w):
+    title = SETTINGS.models[w.model]["title"]
+    return json.dumps({"title": title, "gpu": w.gpu, "budget_ms": budget(w.model, w.gpu)})
 
 
 # `snakemake --report` of a partly built workflow: Snakemake refuses a DAG that holds a file
@@ -426,10 +444,11 @@ MODEL_FILES = "all configurations"
 
 
 def reported(pattern):
-    """`pattern`, an output of a configuration (cfg(...)) or of a model (under
-    layout.MODEL) that a reader looks at, marked for the HTML report."""
+    """`pattern`, an output of a configuration (cfg(...)), of a model on a GPU key or of a
+    model (under layout.MODEL) that a reader looks at, marked for the HTML report."""
     for level, folder, subcategory in (
         ("configuration", cfg(), "{gpu}/{backend}_{precision}"),
+        ("gpu", f"{layout.MODEL}/{{gpu}}", "{gpu}: what to ship"),
         ("model", layout.MODEL, MODEL_FILES),
     ):
         if pattern.startswith(f"{folder}/"):
@@ -448,60 +467,3 @@ def reported(pattern):
         subcategory=subcategory,
         labels={"result": f"{kind}: {name.stem.replace('_', ' ')}"},
     )
-
-
-# The configuration search (rules/search.smk, deploybench.search): a point's files are
-# keyed by its name, which its values make (e.g. i2-q100-p512_1024).
-srch = layout.search  # a file of a configuration's search
-pnt = layout.search_point  # a file of one search point
-
-
-@lru_cache(maxsize=None)
-def _point_spec(model, gpu, backend, precision, point, step):
-    run = configuration_search.point_run(SETTINGS, model, gpu, backend, precision, point)
-    return json.dumps(configuration_search.point_step_spec(run, step), sort_keys=True)
-
-
-def point_spec(step):
-    """params: the settings a point's step depends on (its values in `triton`)."""
-    return lambda w: _point_spec(w.model, w.gpu, w.backend, w.precision, w.point, step)
-
-
-def search_of(w):
-    return configuration_search.required(SETTINGS, w.model, w.gpu, w.backend)
-
-
-def search_spec(w):
-    """params of the search report: the search (strategy, budget, lists), its grid and the
-    reference configuration's point (a change re-runs the report only)."""
-    search = search_of(w)
-    triton = run_of(w)["model"]["triton"]
-    spec = {
-        "key": key_of(w),
-        "search": search,
-        "grid": configuration_search.grid(search),
-        "reference": configuration_search.reference_point(search, triton),
-    }
-    return json.dumps(spec, sort_keys=True)
-
-
-def search_inputs(w):
-    """The points the search's strategy measures: every point of the grid; or the
-    descent's, walked through the point checkpoints (each raises until its point is
-    measured, then Snakemake walks again), so its points are the grid's files."""
-    search = search_of(w)
-    if search["strategy"] == "grid":
-        names = configuration_search.grid(search)
-    else:
-
-        def measure(point):
-            done = checkpoints.search_point.get(**key_of(w), point=point)
-            return json.loads(Path(done.output.out).read_text())
-
-        triton = run_of(w)["model"]["triton"]
-        budget = search.get("p99_budget_ms")
-        names, _ = configuration_search.descent(search, triton, measure, budget, search["rank"])
-    return {
-        "points": [layout.fill(pnt("point.json"), **key_of(w), point=n) for n in names],
-        "configs": [layout.fill(pnt("config.pbtxt"), **key_of(w), point=n) for n in names],
-    }

@@ -1,4 +1,5 @@
-# Plots, README reports, regression reports (compare.md) and their HTML pages.
+# Plots, README reports, regression reports (compare.md), what to ship (SHIP.md) and their
+# HTML pages.
 
 
 # They read a few small files and take seconds: on a cluster they run where snakemake runs,
@@ -15,6 +16,8 @@ localrules:
     model_html,
     configuration_comparison_html,
     model_comparison_html,
+    ship,
+    ship_html,
 
 
 rule plots:
@@ -240,3 +243,35 @@ use rule configuration_html as model_comparison_html with:
         log=f"{layout.MODEL}/logs/model_comparison_html.log",
     resources:
         **cluster_resources("model_comparison_html"),
+
+
+# What to ship for a model on a GPU key (deploybench.reporting.ship; `deploybench ship` prints
+# it), from every measurement under results/<model>/<gpu>/, after the default targets'
+# configuration reports there: the HTML report's first page of the model.
+rule ship:
+    input:
+        configs=ship_inputs,
+    output:
+        out=layout.SHIP,
+    log:
+        log=f"{layout.MODEL}/{{gpu}}/logs/ship.log",
+    priority: run_order
+    conda:
+        "../envs/deploybench.yaml"
+    resources:
+        **cluster_resources("ship"),
+    params:
+        spec=ship_spec,
+    script:
+        "../scripts/run_step.py"
+
+
+use rule configuration_html as ship_html with:
+    input:
+        md=layout.SHIP,
+    output:
+        out=reported(layout.SHIP_PAGE),
+    log:
+        log=f"{layout.MODEL}/{{gpu}}/logs/ship_html.log",
+    resources:
+        **cluster_resources("ship_html"),

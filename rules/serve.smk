@@ -92,7 +92,7 @@ use rule offline as rate with:
         repository=rate_measured("model_repository"),
         perf_data=src("perf_data.json"),
         accuracy=rate_measured("accuracy.csv"),
-        online=rates_of_peak("online.csv"),
+        online=rate_measured("online.csv", of_peak=True),
     output:
         out_csv=reported(cfg("rate.csv")),
         out_json=cfg("rate.json"),

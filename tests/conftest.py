@@ -23,6 +23,8 @@ ONE_LEVEL = {"tft-tiny": {"offline": {"batch_sizes": [4], "warmup_windows": 0},
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [str(ROOT / "scripts"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 sys.path.insert(0, str(ROOT / "scripts"))
+# the tools the tests import as modules (results_archive, bench_incremental, pack_offline)
+sys.path[1:1] = [str(ROOT / "scripts" / d) for d in ("benchmarks", "machines", "results_tools")]
 
 
 def main_config(**overrides) -> dict:

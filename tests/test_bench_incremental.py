@@ -1,4 +1,4 @@
-"""scripts/bench_incremental.py in its smoke mode: the tests' tiny matrix on the cpu key
+"""scripts/benchmarks/bench_incremental.py in its smoke mode: the tests' tiny matrix on the cpu key
 planned by the real Snakemake, marked built, then re-planned after each change."""
 
 import re
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_smoke_run_prints_consistent_job_counts():
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_incremental.py"),
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/benchmarks/bench_incremental.py"),
                              "--smoke"], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {m.group(1).strip(): (int(m.group(2)), float(m.group(3)))

@@ -67,7 +67,8 @@ def test_an_unknown_benchmark_is_refused_with_the_list():
 def test_a_tools_own_help_is_passed_through():
     result = deploybench("archive", "--help")
     assert result.returncode == 0
-    assert result.stderr.startswith("+ ") and "scripts/results_archive.py --help" in result.stderr
+    assert result.stderr.startswith("+ ")
+    assert "scripts/results_tools/results_archive.py --help" in result.stderr
     assert "{pack,unpack}" in result.stdout  # the tool's argparse answered, not click
 
 

@@ -105,10 +105,10 @@ def test_torch_compile_reports_its_first_calls(built, settings):
 
 @pytest.mark.e2e
 def test_gpu_serving_benchmark_reads_the_ratios_of_what_was_measured(built):
-    """scripts/bench_gpu_serving.py over these CPU results: its ratios are those of the
+    """scripts/benchmarks/bench_gpu_serving.py over these CPU results: its ratios are those of the
     tables the pipeline wrote (served / native at the largest batch; batch 1 against
     native + floor + 0.1 ms)."""
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_gpu_serving.py"),
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/benchmarks/bench_gpu_serving.py"),
                              "--gpu", "cpu", "--results", str(built / "results")],
                             capture_output=True, text=True, check=True)
     per_run, side_by_side = result.stdout.split("\n\n")[:2]  # the first two tables
@@ -170,7 +170,7 @@ def test_gpu_serving_benchmark_shows_served_rows_with_no_native_of_their_own(bui
     copy.mkdir(parents=True)
     for name in ("offline.csv", "offline.json"):
         shutil.copy(source / name, copy / name)
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/bench_gpu_serving.py"),
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/benchmarks/bench_gpu_serving.py"),
                              "--gpu", "cpu", "--results", str(tmp_path / "results")],
                             capture_output=True, text=True, check=True)
     row = next(line for line in result.stdout.splitlines()
@@ -185,14 +185,14 @@ def test_gpu_serving_benchmark_shows_served_rows_with_no_native_of_their_own(bui
 
 @pytest.mark.e2e
 def test_served_variants_benchmark_applies_each_variant(built, tmp_path):
-    """scripts/bench_served_variants.py on the built aoti configuration (the C++ backend
+    """scripts/benchmarks/bench_served_variants.py on the built aoti configuration (the C++ backend
     serves it): each variant is served as asked (a second instance; the python backend with
     its shared memory set), and its rows are consistent: the model's own run time inside the
     server's compute time inside the request's latency, and throughput = batch / latency."""
     out = tmp_path / "out"
     table_csv = tmp_path / "variants.csv"
     subprocess.run(
-        [sys.executable, str(ROOT / "scripts/bench_served_variants.py"),
+        [sys.executable, str(ROOT / "scripts/benchmarks/bench_served_variants.py"),
          "tft-tiny", "cpu", "aoti", "fp32", "--configfile", str(ROOT / "tests/config/tiny.yaml"),
          "--directory", str(built), "--batches", "1", "4", "--csv", str(table_csv),
          "--variant", "instances=2",

@@ -416,11 +416,11 @@ def test_the_references_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
 
 @pytest.mark.e2e
 def test_the_table_size_sweep_serves_tables_past_the_cache(tmp_path):
-    """scripts/bench_ensemble.py's sweep on a real Triton (it checks every size's lookups
+    """scripts/benchmarks/bench_ensemble.py's sweep on a real Triton (it checks every size's lookups
     against the table and exits otherwise): tables the size of the cache all hit it, tables
     four times its size hit it in proportion to the skewed ids, well below 1."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts/bench_ensemble.py"), "--parts", "sweep",
+        [sys.executable, str(ROOT / "scripts/benchmarks/bench_ensemble.py"), "--parts", "sweep",
          "--sweep-rows", "2048", "8192", "--cache-mb", "1", "--sweep-batch", "64",
          "--sweep-requests", "5", "--workdir", str(tmp_path)],
         capture_output=True, text=True, check=True).stdout

@@ -85,7 +85,7 @@ def test_a_run_files_model_overrides_reach_its_runs_and_are_checked():
 
 @pytest.mark.e2e  # a real Snakemake dry-run
 def test_the_two_gpu_run_plans_both_configurations_and_tfts_one_and_two_gpu_points(tmp_path):
-    """config/runs/two-gpus.yaml (scripts/two_gpus.sh's): TFT FP16 and BERT FP16, and TFT's
+    """config/runs/two-gpus.yaml (scripts/machines/two_gpus.sh's): TFT FP16 and BERT FP16, and TFT's
     search over 1 and 2 GPUs at the reference's serving configuration, each point offline
     with 8 requests in flight."""
     from conftest import main_config, planned_jobs, snakemake
@@ -106,7 +106,7 @@ def test_the_two_gpu_run_plans_both_configurations_and_tfts_one_and_two_gpu_poin
 
 
 def test_the_two_gpu_passes_measure_each_step_again_where_it_ran_together(tmp_path):
-    """scripts/two_gpus_passes.sh with two stand-in GPUs (`nvidia-smi -L`) and a stand-in
+    """scripts/machines/two_gpus_passes.sh with two stand-in GPUs (`nvidia-smi -L`) and a stand-in
     for its snakemake runs (offline_run.sh, which records how it was called and writes
     each JSON target with the GPU it ran on): the together pass asks for every offline and
     online step with two bench slots; alone measures each step again with only the GPU it
@@ -117,7 +117,7 @@ def test_the_two_gpu_passes_measure_each_step_again_where_it_ran_together(tmp_pa
     import subprocess
 
     work, bin_ = tmp_path / "work", tmp_path / "bin"
-    (work / ".repo/scripts").mkdir(parents=True)
+    (work / ".repo/scripts/machines").mkdir(parents=True)
     (work / ".repo/config/runs").mkdir(parents=True)
     bin_.mkdir()
     (work / ".repo/config/runs/two-gpus.yaml").write_text(TWO_GPUS.read_text())
@@ -127,7 +127,7 @@ def test_the_two_gpu_passes_measure_each_step_again_where_it_ran_together(tmp_pa
                              "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbb)'\n",
         bin_ / "taskset": 'shift; echo "$1" > "$CPUS"; shift; exec "$@"\n',
         # together: TFT on GPU 0, BERT on GPU 1, as the claims could have placed them
-        work / ".repo/scripts/offline_run.sh": f"""
+        work / ".repo/scripts/machines/offline_run.sh": f"""
 python3 - "$@" <<'PY'
 import json, os, sys
 from pathlib import Path
@@ -151,7 +151,7 @@ PY
         path.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "work": str(work),
            "PASSES": "together alone again", "AGAIN": "bert", "CPUS": str(tmp_path / "cpus")}
-    subprocess.run(["bash", ROOT / "scripts/two_gpus_passes.sh"], env=env, check=True,
+    subprocess.run(["bash", ROOT / "scripts/machines/two_gpus_passes.sh"], env=env, check=True,
                    timeout=120)
 
     ran = [json.loads(line) for line in calls.read_text().splitlines()]
@@ -177,7 +177,7 @@ PY
 
 
 class Lanes:
-    """scripts/gpu_lanes.sh over a small lanes file, with stand-in GPUs (`gpus`, the lines
+    """scripts/machines/gpu_lanes.sh over a small lanes file, with stand-in GPUs (`gpus`, the lines
     `nvidia-smi -L` prints) and a stand-in `taskset` that records the run it would start
     and starts none."""
 
@@ -218,7 +218,8 @@ class Lanes:
         import subprocess
 
         self.calls.unlink(missing_ok=True)
-        done = subprocess.run(["bash", ROOT / "scripts/gpu_lanes.sh", "0", self.file, *names],
+        done = subprocess.run(["bash", ROOT / "scripts/machines/gpu_lanes.sh", "0", self.file,
+                               *names],
                               env=self.env, capture_output=True, text=True, timeout=60)
         started = self.calls.read_text().splitlines() if self.calls.exists() else []
         return done, started

@@ -1,6 +1,6 @@
 """The bundles of their own (onnxruntime-gpu, tensorflow-cpu) in parts
-(scripts/pack_offline.py --part-mib), carried to an offline GPU machine over several calls
-and joined there by scripts/offline_env.sh; what goes in tensorflow-cpu's, and a Keras
+(scripts/machines/pack_offline.py --part-mib), carried to an offline GPU machine over several calls
+and joined there by scripts/machines/offline_env.sh; what goes in tensorflow-cpu's, and a Keras
 model's steps without TensorFlow and with that bundle."""
 
 import io
@@ -11,13 +11,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from pack_offline import split, tensorflow_requirements
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from pack_offline import split, tensorflow_requirements  # noqa: E402
-
-from conftest import needs  # noqa: E402
+from conftest import (
+    ROOT,
+    needs,  # noqa: E402
+)
 
 
 def _source(pack: Path, dest: Path) -> subprocess.CompletedProcess:
@@ -25,7 +24,7 @@ def _source(pack: Path, dest: Path) -> subprocess.CompletedProcess:
     `set -euo pipefail`), the first bundle already unpacked in `dest`; prints the paths it
     set."""
     # sourced on a line of its own: in a list (`. ... &&`), bash would not apply set -e
-    script = (f'set -euo pipefail\n. "{ROOT}/scripts/offline_env.sh" '
+    script = (f'set -euo pipefail\n. "{ROOT}/scripts/machines/offline_env.sh" '
               f'"{pack}/offline-py3.12.tar.xz"\n'
               'echo "PYTHONPATH=$PYTHONPATH"; echo "SERVER=$DEPLOYBENCH_SERVER_PYTHONPATH"; '
               'echo "TENSORFLOW=${DEPLOYBENCH_TENSORFLOW_SITE:-}"')
@@ -120,7 +119,7 @@ def test_a_tensorflow_model_without_tensorflow_is_refused_by_name(monkeypatch, t
 
 
 def test_the_tensorflow_bundle_reaches_a_keras_models_steps_alone(tmp_path):
-    """DEPLOYBENCH_TENSORFLOW_SITE (scripts/offline_env.sh: the tensorflow-cpu bundle) goes
+    """DEPLOYBENCH_TENSORFLOW_SITE (scripts/machines/offline_env.sh: the tensorflow-cpu bundle) goes
     first on the path of a process that builds a Keras model, and of no other."""
     site = tmp_path / "tensorflow-cpu"
     for package in ("keras", "tensorflow"):

@@ -308,6 +308,19 @@ def test_html_report_shows_every_result_of_a_configuration(built, tmp_path, chro
     page.locator("nav table a").first.click()
     front_readme = page.locator("iframe").element_handle().content_frame()
     assert "ONNX Runtime with FP32" in front_readme.inner_text("h1")
+    # what to ship on each GPU key opens the model's line: its page two clicks away
+    page.goto(report.as_uri())
+    line = page.locator("div.prose").first.inner_text()
+    assert line.index("cpu: what to ship") < line.index("its reports")
+    page.locator("div.prose").first.get_by_role("link", name="cpu: what to ship",
+                                                exact=True).click()
+    page.locator("nav table a").first.click()
+    ship = page.locator("iframe").element_handle().content_frame()
+    assert ("What to ship: TFT (tiny test configuration) on cpu, p99 within 50 ms"
+            in ship.inner_text("h1"))
+    online = pd.read_csv(built / RUN / "online.csv")  # online first: its best within 50 ms
+    best = online.loc[online["p99 latency (ms)"] <= 50, "Inferences/Second"].max()
+    assert f"Ship onnx_fp32: {best:,.0f} inferences/s (online" in ship.inner_text("body")
     assert not errors, errors
 
     assert screenshot.startswith(b"\x89PNG\r\n\x1a\n")
@@ -342,17 +355,19 @@ def test_html_report_of_a_partly_built_workflow_shows_what_was_built(built, tmp_
     snakemake(built, "--configfile", str(TINY), str(more), "--report", str(report))
     listed = json.loads(re.search(r'<script id="categories">\s*var categories = (.*);\n',
                                   report.read_text()).group(1))
-    assert set(listed["tft-tiny"]) == {"cpu/onnx_fp32", "all configurations"}, listed
+    assert set(listed["tft-tiny"]) == {"cpu/onnx_fp32", "all configurations",
+                                       "cpu: what to ship"}, listed
     assert f"{RUN}/README.html" in listed["tft-tiny"]["cpu/onnx_fp32"]
+    assert listed["tft-tiny"]["cpu: what to ship"] == ["results/tft-tiny/cpu/SHIP.html"]
     assert "results/tft-tiny/README.html" in listed["tft-tiny"]["all configurations"]
     assert not (built / "results/tft-tiny/cpu/ts-script_fp32").exists()  # nothing ran
 
 
 def test_a_configuration_put_together_from_runs_reports_what_its_folder_holds(tiny_build,
                                                                             tmp_path):
-    """scripts/assemble_configuration.py: the offline half of a configuration measured on
-    one machine, its online half on another (gpu_lanes.sh's split runs). With the offline
-    run's files alone the page shows them and says the rest is not in the folder; with
+    """scripts/results_tools/assemble_configuration.py: the offline half of a configuration
+    measured on one machine, its online half on another (gpu_lanes.sh's split runs). With the
+    offline run's files alone the page shows them and says the rest is not in the folder; with
     every run's files it is the page the pipeline's own rule built."""
     built = tiny_build / RUN
     folder = tmp_path / RUN
@@ -363,7 +378,7 @@ def test_a_configuration_put_together_from_runs_reports_what_its_folder_holds(ti
 
     def assemble(*extra):
         return subprocess.run(
-            [sys.executable, str(ROOT / "scripts/assemble_configuration.py"), RUN,
+            [sys.executable, str(ROOT / "scripts/results_tools/assemble_configuration.py"), RUN,
              "--configfile", str(TINY), *extra], cwd=tmp_path, capture_output=True, text=True)
 
     result = assemble()
@@ -417,7 +432,7 @@ def test_a_configuration_is_gathered_from_its_runs_results_folders(tiny_build, t
 
     def assemble(*runs):
         return subprocess.run(
-            [sys.executable, str(ROOT / "scripts/assemble_configuration.py"), RUN,
+            [sys.executable, str(ROOT / "scripts/results_tools/assemble_configuration.py"), RUN,
              "--configfile", str(TINY), "--from", *map(str, runs)],
             cwd=tmp_path, capture_output=True, text=True)
 
@@ -437,7 +452,8 @@ def test_a_configuration_is_gathered_from_its_runs_results_folders(tiny_build, t
     # a folder whose offline run measured another configuration is refused
     other = "results/tft-tiny/cpu/ts-script_fp32"
     shutil.copytree(folder, tmp_path / other)
-    result = subprocess.run([sys.executable, str(ROOT / "scripts/assemble_configuration.py"),
+    result = subprocess.run([sys.executable,
+                             str(ROOT / "scripts/results_tools/assemble_configuration.py"),
                              other, "--configfile", str(TINY)],
                             cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode != 0, result.stdout

@@ -420,7 +420,7 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     assert len(runnable) == 6, runnable  # TFT, TFT traffic, BERT 2, FastPitch 2
     jobs = planned_jobs(snakemake(tmp_path, "-n", "--configfile", str(run_file)))
     assert jobs["configuration_report"] == jobs["offline"] == len(targets), jobs
-    # its lanes (scripts/gpu_lanes.sh) name run files that exist and the reports or
+    # its lanes (scripts/machines/gpu_lanes.sh) name run files that exist and the reports or
     # measurements of their first run file's targets (this one's, or ONNX Runtime's), on
     # the lent machine's key ({gpu})
     def files(run_file):

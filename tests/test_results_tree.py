@@ -1,6 +1,6 @@
 """What of results/ lives in git: the tracked tree stays small, the sets' logs and history
-copies only in their archives (scripts/results_archive.py), which pack the same bytes again
-and unpack nothing that could do harm."""
+copies only in their archives (scripts/results_tools/results_archive.py), which pack the
+same bytes again and unpack nothing that could do harm."""
 
 import io
 import json
@@ -34,7 +34,8 @@ def test_the_tracked_tree_is_small_and_holds_no_logs_or_history_copies():
     assert size < MAX_TRACKED_MIB * 2**20, f"tracked files: {size / 2**20:.2f} MiB"
     loose = [name for name in files if name.startswith("results/")
              and ra.is_kept("/".join(name.split("/")[3:]))]
-    assert not loose, f"pack them (python scripts/results_archive.py pack): {loose[:5]}"
+    assert not loose, \
+        f"pack them (python scripts/results_tools/results_archive.py pack): {loose[:5]}"
 
 
 def _set(folder):

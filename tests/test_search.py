@@ -310,8 +310,8 @@ def test_descent_then_grid_share_their_points(work):
     print(f"descent: {len(measured)} of 4 points, its pick {descent['best_within_budget']} "
           f"at {ratio:.3f} of the grid's best {grid['best_within_budget']}")
     assert 0 < ratio <= 1
-    bench = subprocess.run([sys.executable, str(ROOT / "scripts/bench_search.py"), "tft-tiny",
-                            "cpu", "onnx", "fp32", "--directory", str(work)],
+    bench = subprocess.run([sys.executable, str(ROOT / "scripts/benchmarks/bench_search.py"),
+                            "tft-tiny", "cpu", "onnx", "fp32", "--directory", str(work)],
                            capture_output=True, text=True, check=True).stdout
     assert f"points measured: {len(measured)} of 4 = {len(measured) / 4:.2f}" in bench
     assert "descent / grid throughput within the budget: " in bench
@@ -426,9 +426,10 @@ ONLINE_COLUMNS = ["Batch", "Concurrency", "Inferences/Second", "p99 latency (ms)
 
 
 def _bench(*args) -> SimpleNamespace:
-    """scripts/bench_search.py's main in this process (six runs: a second of imports each
+    """scripts/benchmarks/bench_search.py's main in this process (six runs: a second of imports each
     as a command), its exit status and output as a command's."""
-    spec = importlib.util.spec_from_file_location("bench_search", ROOT / "scripts/bench_search.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_search", ROOT / "scripts/benchmarks/bench_search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out, err = io.StringIO(), io.StringIO()

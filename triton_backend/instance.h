@@ -67,7 +67,7 @@ class Instance {
   // DEPLOYBENCH_PROFILE_EVERY=N: every N executions, the mean time of their phases in the
   // server log (gathering the inputs, running the model, scattering the outputs) with the
   // model's name and mean batch, as the python backend's model file reports it
-  // (scripts/bench_served_variants.py reads both)
+  // (scripts/benchmarks/bench_served_variants.py reads both)
   int64_t profile_every_ = 0, executions_ = 0, samples_ = 0;
   double phases_ms_[3] = {0, 0, 0};
 #ifdef DEPLOYBENCH_CUDA

@@ -28,24 +28,25 @@ import yaml
 from . import add_model as user_model
 from .config import settings_of
 from .config_files import ConfigError
-from .reporting.ship import ship_page
+from .reporting.ship import budget_of, ship_page
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 # subcommand -> (the tool under scripts/, what it does): the machine and results tools
 TOOLS = {
-    "archive": ("results_archive.py", "pack or unpack a results/<model>/<gpu>/ folder's logs "
-                                      "and history copies (logs-and-history.tar.xz)"),
-    "assemble": ("assemble_configuration.py", "a configuration folder's plots and README "
-                                              "from runs made on several machines"),
-    "pack-offline": ("pack_offline.py", "pack what an offline GPU machine lacks into a "
-                                        ".tar.xz bundle (and onnxruntime-gpu's, tensorflow's)"),
-    "offline-run": ("offline_run.sh", "run the pipeline on an offline GPU machine from the "
-                                      "bundle of pack-offline"),
-    "lanes": ("gpu_lanes.sh", "one lent-machine call: a lanes file's runs side by side, "
-                              "one lane a GPU"),
+    "archive": ("results_tools/results_archive.py", "pack or unpack a results/<model>/<gpu>/ "
+                "folder's logs and history copies (logs-and-history.tar.xz)"),
+    "assemble": ("results_tools/assemble_configuration.py", "a configuration folder's plots "
+                 "and README from runs made on several machines"),
+    "pack-offline": ("machines/pack_offline.py", "pack what an offline GPU machine lacks into "
+                     "a .tar.xz bundle (and onnxruntime-gpu's, tensorflow's)"),
+    "offline-run": ("machines/offline_run.sh", "run the pipeline on an offline GPU machine "
+                    "from the bundle of pack-offline"),
+    "lanes": ("machines/gpu_lanes.sh", "one lent-machine call: a lanes file's runs side by "
+              "side, one lane a GPU"),
 }
-BENCHMARKS = sorted(p.stem.removeprefix("bench_") for p in SCRIPTS.glob("bench_*.py"))
+BENCHMARKS_DIR = SCRIPTS / "benchmarks"
+BENCHMARKS = sorted(p.stem.removeprefix("bench_") for p in BENCHMARKS_DIR.glob("bench_*.py"))
 PASS_ON = {"ignore_unknown_options": True, "allow_extra_args": True}
 
 
@@ -159,8 +160,7 @@ def ship(model, gpu, p99, results, write):
         config = settings_of().model_settings(model, gpu)
     except ConfigError as err:
         raise click.UsageError(str(err)) from err
-    budget = p99 or (config.get("search") or {}).get("p99_budget_ms") or (
-        config.get("rate") or {}).get("p99_budget_ms")
+    budget = p99 or budget_of(config)
     if not budget:
         raise click.UsageError(f"model '{model}' sets no p99 budget on {gpu} (search or rate "
                                "p99_budget_ms): give one with --p99 MS")
@@ -232,13 +232,14 @@ for _name, (_script, _what) in TOOLS.items():
 @click.argument("name", required=False)
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench(name, args):
-    """A benchmark of scripts/bench_NAME.py, which prints ratios (no NAME: the list)."""
+    """A benchmark of scripts/benchmarks/bench_NAME.py, which prints ratios (no NAME: the
+    list)."""
     if name is None or name in ("-h", "--help"):
         click.echo("benchmarks: " + ", ".join(BENCHMARKS))
         return
     if name not in BENCHMARKS:
         raise click.UsageError(f"no benchmark '{name}'; valid: {', '.join(BENCHMARKS)}")
-    _run([sys.executable, str(SCRIPTS / f"bench_{name}.py"), *args])
+    _run([sys.executable, str(BENCHMARKS_DIR / f"bench_{name}.py"), *args])
 
 
 if __name__ == "__main__":

@@ -50,6 +50,9 @@ CONFIGURATION_PAGE = "README.html"
 MODEL_PAGE = f"{MODEL}/README.html"
 COMPARISON_PAGE = "compare.html"
 MODEL_COMPARISON_PAGE = f"{MODEL}/compare.html"
+# What to ship for a model on a GPU key (reporting.ship), and its HTML report page
+SHIP = f"{MODEL}/{{gpu}}/SHIP.md"
+SHIP_PAGE = f"{MODEL}/{{gpu}}/SHIP.html"
 # The configuration search (deploybench.search): its report and each point's folder
 SEARCH = f"{CONFIGURATION}/search"
 SEARCH_POINT = f"{SEARCH}/{{point}}"

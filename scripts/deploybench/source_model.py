@@ -38,7 +38,8 @@ def _require(settings: dict) -> str:
     lacks unless their bundle is carried there (docs/gpus.md)."""
     name = framework(settings)
     if name == "tensorflow":
-        # the tensorflow-cpu bundle of an offline machine (scripts/offline_env.sh names it):
+        # the tensorflow-cpu bundle of an offline machine (scripts/machines/offline_env.sh
+        # names it):
         # on this process's path alone, so that the other steps run with the machine's
         # packages as they are (the bundle brings optree, which torch can take up)
         bundled = os.environ.get("DEPLOYBENCH_TENSORFLOW_SITE")

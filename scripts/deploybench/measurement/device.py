@@ -88,7 +88,7 @@ def gpu_names() -> tuple[str, ...]:
 
 def host_key(registry: dict) -> str:
     """The one GPU key of `registry` (config/gpus.yaml) whose `match` names every GPU of
-    this host: what a lanes file's `{gpu}` stands for (scripts/gpu_lanes.sh), so one file
+    this host: what a lanes file's `{gpu}` stands for (scripts/machines/gpu_lanes.sh), so one file
     measures on whichever machine is lent."""
     names = sorted({g["name"] for g in listed_gpus() if g["uuid"].startswith("GPU-")})
     keys = [key for key, gpu in registry.items() if names and gpu["match"]

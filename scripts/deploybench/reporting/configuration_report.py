@@ -67,10 +67,12 @@ themselves, apart from the model's compute.
 
 
 # A scenario the configuration has whose files are not in its folder: measured by a run of
-# its own (a lent machine too short for all of them, scripts/gpu_lanes.sh) and not yet put
-# beside the others (scripts/assemble_configuration.py builds the page from what is there)
+# its own (a lent machine too short for all of them, scripts/machines/gpu_lanes.sh) and not
+# yet put beside the others (scripts/results_tools/assemble_configuration.py builds the
+# page from what is there)
 APART = ("measured by a run of its own, whose files are not in this folder yet "
-         "(`scripts/assemble_configuration.py` builds this page again once they are)")
+         "(`scripts/results_tools/assemble_configuration.py` builds this page again once "
+         "they are)")
 
 
 def _not_here(refusal: str | None) -> str:

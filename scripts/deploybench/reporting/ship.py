@@ -141,6 +141,13 @@ def _where(c: dict, root: Path) -> str:
     return str(c["folder"].relative_to(root))
 
 
+def budget_of(model_settings: dict) -> float | None:
+    """The p99 budget what to ship ranks by: the model's search one on the key (its merged
+    settings), else its rate one; None where it sets neither."""
+    return ((model_settings.get("search") or {}).get("p99_budget_ms")
+            or (model_settings.get("rate") or {}).get("p99_budget_ms"))
+
+
 def ship_page(title: str, gpu: str, gpu_root: Path, budget_ms: float) -> str:
     """The page: the winner, then the runners-up, from the measurements of `gpu_root`
     (results/<model>/<gpu>)."""

@@ -47,7 +47,7 @@ class TritonPythonModel:
             raise pb_utils.TritonModelException(
                 f"numpy {np.__version__} in the python backend stub: Triton 2.51 returns "
                 "empty outputs with numpy 2; set DEPLOYBENCH_SERVER_PYTHONPATH to a folder "
-                "with numpy<2 (scripts/offline_run.sh does)"
+                "with numpy<2 (scripts/machines/offline_run.sh does)"
             )
         config = json.loads(args["model_config"])
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}

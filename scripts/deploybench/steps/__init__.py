@@ -59,6 +59,8 @@ STEPS = {
     "model_html": "report:html_page",
     "configuration_comparison_html": "report:html_page",
     "model_comparison_html": "report:html_page",
+    "ship": "report:ship",
+    "ship_html": "report:html_page",
 }
 
 

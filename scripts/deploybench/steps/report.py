@@ -14,6 +14,7 @@ from ..reporting import plots as drawn
 from ..reporting.configuration_report import configuration_page
 from ..reporting.html_page import html_page as html_of
 from ..reporting.model_report import model_page
+from ..reporting.ship import ship_page
 
 
 def _write(out: Path, text: str) -> None:
@@ -97,3 +98,10 @@ def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
 def html_page(spec: dict, md: Path, out: Path) -> None:
     """A README (or compare.md) as one HTML page, its plots embedded."""
     _write(out, html_of(md.read_text(), md.parent, md.stem))
+
+
+def ship(spec: dict, configs: list[Path], out: Path) -> None:
+    """What to ship for a model on a GPU key: of every measurement under the key's folder
+    (the configuration reports the rule waits for, and every set measured before), the one
+    serving the most within the p99 budget (reporting.ship)."""
+    _write(out, ship_page(spec["title"], spec["gpu"], Path(out).parent, spec["budget_ms"]))

@@ -163,7 +163,7 @@ def _shm_shim(libs: Path) -> Path:
         raise InstallMissing(
             "no C compiler (cc) here to build the shared-memory shim that keeps two "
             "measurements' regions apart: install gcc, or set DEPLOYBENCH_SHM_SHIM to a "
-            "libdeploybench_shm.so built elsewhere (scripts/pack_offline.py carries one)")
+            "libdeploybench_shm.so built elsewhere (scripts/machines/pack_offline.py carries one)")
     tmp = out.with_name(f".{out.name}.{os.getpid()}")
     built = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SHIM_SOURCE),
                             "-ldl"], capture_output=True, text=True)

@@ -1,10 +1,11 @@
 """A configuration's plots and README built from what its folder holds: for a folder put
-together from runs on several machines (scripts/gpu_lanes.sh runs a configuration whose
+together from runs on several machines (scripts/machines/gpu_lanes.sh runs a configuration whose
 scenarios outlast one lent machine as runs of their own, e.g. FastPitch's offline and
 online), the pages the configuration_report rule builds, a scenario whose files are not
 there yet said to be missing.
 
-    python scripts/assemble_configuration.py FOLDER [--configfile FILE...] [--from RESULTS...]
+    python scripts/results_tools/assemble_configuration.py FOLDER [--configfile FILE...] \
+        [--from RESULTS...]
 
 FOLDER: results/<model>/<gpu>/<backend>_<precision>, or one kept in a dated set, holding what
 every run of it writes (conversion_check.csv, accuracy.csv, offline.csv and offline.json)
@@ -32,7 +33,7 @@ from deploybench.run_facts import serves_online
 from deploybench.scenarios import own_server, serves_rate
 from deploybench.steps import report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 REQUIRED = ("conversion_check.csv", "accuracy.csv", "offline.csv", "offline.json")
 # A scenario's files: in the folder together or not at all

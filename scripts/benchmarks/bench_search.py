@@ -7,11 +7,12 @@ its pick's throughput within the p99 budget against the grid's best, and the fra
 the grid's points it measured. Targets: within 5 % of the grid's best (ratio >= 0.95)
 while measuring at most half the points.
 
-    python scripts/bench_search.py MODEL GPU BACKEND PRECISION [--budget MS] [--passes N]
+    python scripts/benchmarks/bench_search.py MODEL GPU BACKEND PRECISION [--budget MS] [--passes N]
         [--rank interpolated|measured] [--directory .]
-    python scripts/bench_search.py --folder results/tft/h100/search-2026-11-25/aoti-cg_fp16/search
+    python scripts/benchmarks/bench_search.py \
+        --folder results/tft/h100/search-2026-11-25/aoti-cg_fp16/search
         --measured   # a search kept in a dated set, its grid partly measured
-    python scripts/bench_search.py --folder .../search --runs .../second-machine
+    python scripts/benchmarks/bench_search.py --folder .../search --runs .../second-machine
         # and over every combination of each point's runs (repeats kept elsewhere)
 
 With `--runs FOLDER` (repeatable: a folder of `<point>/online.csv`, or of every run of a
@@ -41,7 +42,7 @@ from deploybench import search as configuration_search
 from deploybench.steps.search import point_rows
 from deploybench.tables import read_perf
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 THROUGHPUT_TARGET, POINTS_TARGET = 0.95, 0.5
 COMBINATIONS = 20_000  # at most, over --runs: a seeded sample where there are more

@@ -11,8 +11,8 @@ Snakemake's own floor: a workflow of the same shape (as many models and
 configurations, the same chain of rules, `touch` commands, no Python functions) planned
 by the same Snakemake. No measurement runs: it exercises only Snakemake's planning.
 
-    python scripts/bench_incremental.py [--model tft]
-    python scripts/bench_incremental.py --smoke     # the tests' tiny matrix, cpu key (CI)
+    python scripts/benchmarks/bench_incremental.py [--model tft]
+    python scripts/benchmarks/bench_incremental.py --smoke  # the tests' tiny matrix, cpu key
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import yaml
 from deploybench import layout
 from deploybench.config import Settings, deep_merge
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SMOKE = ROOT / "tests" / "config" / "tiny.yaml"
 # The smoke run's keys: the tiny matrix on the cpu key. Its counts check as well as the

@@ -5,7 +5,7 @@ then `deploybench run` of its configuration's report on the CPU key (export, con
 and its check, repository, accuracy against the file, offline, online, rate, native,
 floor). Prints each one's wall time and its ratio to the 5 minutes the issue allows.
 
-    python scripts/bench_add_model.py [--formats onnx pt pt2] [--keep DIR]
+    python scripts/benchmarks/bench_add_model.py [--formats onnx pt pt2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -80,8 +80,10 @@ def main() -> None:
         added = time.perf_counter() - start
         backend = yaml.safe_load((models / f"{name}.yaml").read_text())["backends"][0]
         run_file = work / f"run-{fmt}.yaml"
-        run_file.write_text(yaml.safe_dump({"models_dir": str(models),
-                                            "matrix": {"models": [name]}}))
+        run_file.write_text(yaml.safe_dump({  # the user's model alone: targets of its own
+            "models_dir": str(models), "matrix": {"models": [name]},
+            "targets": [{"model": name, "gpu": "cpu", "backend": backend,
+                         "precision": "fp32"}]}))
         deploybench("run", "-m", name, "-g", "cpu", "-b", backend, "-p", "fp32",
                      "-c", run_file, "--", "--directory", work, "--cores", "2")
         total = time.perf_counter() - start

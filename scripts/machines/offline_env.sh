@@ -1,7 +1,7 @@
-# Sourced, not run: unpacks the bundle of scripts/pack_offline.py once (to
+# Sourced, not run: unpacks the bundle of scripts/machines/pack_offline.py once (to
 # $DEPLOYBENCH_OFFLINE_DIR, default /tmp/deploybench-offline) and puts its Triton server,
 # perf_analyzer and Python packages on this shell's paths.
-#   . scripts/offline_env.sh .pack/offline-py3.12.tar.xz
+#   . scripts/machines/offline_env.sh .pack/offline-py3.12.tar.xz
 # The bundles of their own (pack_offline.py --onnxruntime-gpu, --tensorflow), where they lie
 # beside that one (.pack/onnxruntime-gpu-py3.12.tar.xz, .pack/tensorflow-cpu-py3.12.tar.xz;
 # $DEPLOYBENCH_ORT_GPU_BUNDLE may name the first elsewhere), go in front of the machine's
@@ -73,7 +73,7 @@ fi
 if [ -d "$dest/tensorflow-cpu" ]; then export DEPLOYBENCH_TENSORFLOW_SITE="$dest/tensorflow-cpu"; fi
 case ":${PYTHONPATH:-}:" in
     *":$dest/site:"*) ;;  # sourced twice: once on the paths is enough
-    *) export PYTHONPATH="$front:$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+    *) export PYTHONPATH="$front:$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
        export PATH="$dest/bin:$PATH" ;;
 esac
 export DEPLOYBENCH_SERVER_PYTHONPATH="$server_front"

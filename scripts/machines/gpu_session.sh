@@ -2,11 +2,11 @@
 # One call on a lent GPU machine (the device tool): unpack the offline bundle, build the
 # given targets within a time box, and leave in $OUT what came of it: logs and the
 # configurations' results, without converted models and repositories.
-#   bash scripts/gpu_session.sh SECONDS TARGET...
+#   bash scripts/machines/gpu_session.sh SECONDS TARGET...
 # The pipeline works in $DEPLOYBENCH_WORKDIR (default /tmp/deploybench-work), outside the
 # copied working tree, so that a call made while the machine is still warm goes on from
 # what the last one built. AFTER="command" runs a command in the bundle's environment once
-# the targets are built (e.g. scripts/bench_served_variants.py --directory "$work"), its
+# the targets are built (e.g. scripts/benchmarks/bench_served_variants.py --directory "$work"), its
 # output in $OUT/after.txt. DETACH=1: snakemake runs in a session of its own, from a copy
 # of the tree, and goes on after the call returns (the device keeps such a process while
 # the machine is held): a later DETACH=1 call waits on that run instead of starting one,
@@ -16,7 +16,7 @@
 set -uo pipefail
 box=$1
 shift
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 repo=$PWD
 # TORCH_LOGS: dynamo's recompiles (and their guards), Inductor's reasons for skipping
 # CUDA graphs and its graph recordings, in the server logs (torch-compile's online levels
@@ -31,7 +31,7 @@ work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-work}
 read -ra runfiles <<<"${RUNFILE:-config/runs/h100.yaml}"
 mkdir -p "$out" "$work"
 pythonpath=${PYTHONPATH:-}
-. scripts/offline_env.sh .pack/offline-py3.12.tar.xz
+. scripts/machines/offline_env.sh .pack/offline-py3.12.tar.xz
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$out/gpu.txt"
 if [ -n "${GPU_TESTS:-}" ]; then  # the GPU tests first (GPU_TESTS=1, or the test files)
@@ -50,7 +50,7 @@ if [ -n "${DETACH:-}" ]; then
             tar -x -C "$work/.repo"
         # the copy's package first on the paths (this shell's put the tree's there)
         PYTHONPATH=$pythonpath setsid bash -c \
-            'bash "$0/.repo/scripts/offline_run.sh" "$@"; echo $? >"$0/snakemake.rc"' \
+            'bash "$0/.repo/scripts/machines/offline_run.sh" "$@"; echo $? >"$0/snakemake.rc"' \
             "$work" "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$work/.repo/Snakefile" \
             --directory "$work" --configfile "${runfiles[@]/#/$work/.repo/}" --cores "$(nproc)" \
             --keep-going --rerun-incomplete "$@" >"$work/snakemake.log" 2>&1 </dev/null &
@@ -70,7 +70,7 @@ else
     # SECONDS: at most about 520 within the device's 600-s call: snakemake's stop (then a
     # kill 10 s later) and the packing below follow the box (a 565-s box once lost a
     # call's results).
-    timeout -k 10 "$box" bash scripts/offline_run.sh .pack/offline-py3.12.tar.xz \
+    timeout -k 10 "$box" bash scripts/machines/offline_run.sh .pack/offline-py3.12.tar.xz \
         --snakefile "$repo/Snakefile" --directory "$work" \
         --configfile "${runfiles[@]/#/$repo/}" --cores "$(nproc)" --keep-going \
         --rerun-incomplete "$@" >"$out/snakemake.log" 2>&1
@@ -82,5 +82,5 @@ if [ -n "${AFTER:-}" ] && ! running; then
     echo "after exit: $?"
     tail -30 "$out/after.txt"
 fi
-bash scripts/pack_results.sh "$work" "$out/results.tgz"
+bash scripts/machines/pack_results.sh "$work" "$out/results.tgz"
 ls -la "$out"

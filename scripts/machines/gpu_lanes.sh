@@ -2,7 +2,7 @@
 # One lent-machine call on a machine of several GPUs: runs side by side, one lane a GPU,
 # each lane pinned to its share of the host's CPUs (as many as a one-GPU machine's) and
 # working in a directory of its own, its runs one after another.
-#   bash scripts/gpu_lanes.sh SECONDS LANES_FILE [NAME...]
+#   bash scripts/machines/gpu_lanes.sh SECONDS LANES_FILE [NAME...]
 # LANES_FILE: a run a line, `LANE NAME RUNFILES TARGET...` (RUNFILES comma-separated; `#`
 # starts a comment; `stop NAME` ends that run); lane n runs on GPU n modulo the GPUs there are, so on fewer GPUs
 # lanes share one, their runs one after another in the file's order. Each call starts
@@ -15,12 +15,12 @@
 # only those runs of the file (a machine of one GPU, given back after 30 minutes held,
 # takes one or two; a fresh machine knows nothing of an earlier one's runs). `{gpu}` in a
 # TARGET stands for the GPU key that matches this host's GPUs. A configuration
-# measured as several runs is put together by scripts/assemble_configuration.py.
+# measured as several runs is put together by scripts/results_tools/assemble_configuration.py.
 set -uo pipefail
 box=$1
 lanes=$2
 shift 2
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
 root=${DEPLOYBENCH_LANES_DIR:-/tmp/deploybench-lanes}
 gpus=$(nvidia-smi -L | grep -c '^GPU')
@@ -41,7 +41,7 @@ fi
 # the runs' paths without this shell's: offline_env.sh puts the live tree's package on them,
 # which the next call's copy replaces under a running job (an import failed so, 2026-11-28)
 pythonpath=${PYTHONPATH:-}
-. scripts/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
+. scripts/machines/offline_env.sh .pack/offline-py3.12.tar.xz  # unpacked once, before the lanes
 # `{gpu}` in a target: the GPU key of this host's GPUs (config/gpus.yaml), so that one file
 # measures on whichever machine is lent
 if printf '%s\n' "${runs[@]}" | grep -q '{gpu}'; then
@@ -90,7 +90,7 @@ start_ready() {  # each GPU's first run that has not ended, where none of its ru
                     DEPLOYBENCH_WORKDIR=$root/$name OUT=$out/$name \
                     RUNFILE=${runfiles//,/ } DETACH=1 taskset -c \
                     "$((gpu * share))-$((gpu * share + share - 1))" \
-                    bash scripts/gpu_session.sh 0 $targets >/dev/null 2>&1
+                    bash scripts/machines/gpu_session.sh 0 $targets >/dev/null 2>&1
                 # the host's GPUs, which gpu_session.sh writes once: sent at every call
                 cp "$out/$name/gpu.txt" "$root/$name/" 2>/dev/null ;;
         esac
@@ -115,7 +115,7 @@ for line in "${runs[@]}"; do
     # neighbouring measurement would count as contention), and sent back at every call
     if [ ! -f "$work/packed" ]; then
         [ "$(state "$work")" = done ] && touch "$work/packed"
-        bash scripts/pack_results.sh "$work" "$work/results.tgz"
+        bash scripts/machines/pack_results.sh "$work" "$work/results.tgz"
     fi
     mkdir -p "$out/$name"
     cp "$work/snakemake.log" "$work/gpu.txt" "$work/results.tgz" "$out/$name/" 2>/dev/null

@@ -11,7 +11,7 @@ device-cache hit rates, and a table-size sweep past the cache's memory.
    cost relative to tables that fit in the cache; every size is checked against direct
    lookups in the full table.
 
-    python scripts/bench_ensemble.py [--model dlrm] [--gpu cpu] [--single onnx]
+    python scripts/benchmarks/bench_ensemble.py [--model dlrm] [--gpu cpu] [--single onnx]
         [--ensemble hps-onnx] [--sweep-rows 65536 1048576 ...] [--cache-mb 32]
 """
 
@@ -47,7 +47,7 @@ from deploybench.triton import install
 from deploybench.triton.config import EMB_KEY, EMB_N_KEY
 from deploybench.triton.server import TritonServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 FRACTIONS = [0.01, 0.05, 0.2, 0.5]
 

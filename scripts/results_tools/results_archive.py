@@ -2,9 +2,9 @@
 results/<model>/<gpu>/ folder: git tracks `logs-and-history.tar.xz` there, not the files
 (docs/results-format.md).
 
-    python scripts/results_archive.py unpack [FOLDER...] [--force]   # lay them out again
-    python scripts/results_archive.py pack [FOLDER...]    # after adding a measured set
-    python scripts/results_archive.py pack FOLDER --exact  # after unpacking, a set replaced
+    python scripts/results_tools/results_archive.py unpack [FOLDER...] [--force]  # lay out
+    python scripts/results_tools/results_archive.py pack [FOLDER...]  # a measured set added
+    python scripts/results_tools/results_archive.py pack FOLDER --exact  # a set replaced
 
 FOLDER: a results/<model>/<gpu>/ folder; by default every one under results/ that has
 logs or history copies (pack) or an archive (unpack). An archive holds, with paths relative
@@ -34,7 +34,7 @@ import sys
 import tarfile
 from pathlib import Path, PurePosixPath
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = "logs-and-history.tar.xz"
 KEPT = ("logs", "history")  # folders archived whole
 LOG = ".log"  # and files of this suffix anywhere else

@@ -17,19 +17,19 @@ into `<out>/offline-py<X.Y>.tar.xz`. On the target:
     export DEPLOYBENCH_SERVER_PYTHONPATH=/tmp/db/stub-site
     export DEPLOYBENCH_SHM_SHIM=/tmp/db/bin/libdeploybench_shm.so
     python3 -m snakemake ...
-(scripts/offline_run.sh does this.)
+(scripts/machines/offline_run.sh does this.)
 
 Two bundles of their own, each too large to travel with the first, unpacked by
-scripts/offline_env.sh where they lie beside it: onnxruntime-gpu (~200 MB, in front of the
+scripts/machines/offline_env.sh where they lie beside it: onnxruntime-gpu (~200 MB, in front of the
 target's CPU build, for ONNX Runtime on its GPU) and tensorflow-cpu (the tf extra's
 TensorFlow, Keras and tf2onnx, which the Keras models' build steps need and the lent
 machine lacks). `--part-mib N` also splits a bundle in parts for transfers limited in
 size, with their sums (e.g. onnxruntime-gpu-py3.12.tar.xz.sha256), from which
-scripts/offline_env.sh joins them.
+scripts/machines/offline_env.sh joins them.
 
-Usage: python scripts/pack_offline.py --python 3.12 --out .pack
-       python scripts/pack_offline.py --python 3.12 --out .pack --onnxruntime-gpu 1.31.1
-       python scripts/pack_offline.py --python 3.12 --out .pack --tensorflow
+Usage: python scripts/machines/pack_offline.py --python 3.12 --out .pack
+       python scripts/machines/pack_offline.py --python 3.12 --out .pack --onnxruntime-gpu 1.31.1
+       python scripts/machines/pack_offline.py --python 3.12 --out .pack --tensorflow
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Roots of what the pipeline imports at run time (besides torch/onnx/numpy...).
 ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12",
@@ -233,7 +233,7 @@ def pack_extra(name: str, requirements: list[str], python: str, out: Path,
 
 def split(archive: Path, size: int) -> list[Path]:
     """`archive` in parts of `size` bytes (ARCHIVE.partNN) and ARCHIVE.sha256, each part's
-    and the whole's sums (sha256sum's format), by which scripts/offline_env.sh joins the
+    and the whole's sums (sha256sum's format), by which scripts/machines/offline_env.sh joins the
     parts where they have all come and checks what it joined."""
     data = archive.read_bytes()
     parts = []

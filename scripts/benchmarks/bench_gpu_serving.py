@@ -22,7 +22,7 @@ An ensemble's row counts as the backend serving both its parts, and carries serv
 native loop with the request already on the device (`served/device-native`): its host-array
 native figure timed the request's making too until 2026-11-28 (served_native.UNMATCHED).
 
-    python scripts/bench_gpu_serving.py [--gpu h100] [--results results]
+    python scripts/benchmarks/bench_gpu_serving.py [--gpu h100] [--results results]
         [--throughput-model tft] [--throughput-target 150000]
 
 It measures nothing itself, so it can be re-read anywhere.
@@ -43,7 +43,7 @@ from deploybench.reporting.markdown import markdown_table
 from deploybench.reporting.served_native import served_vs_native
 from deploybench.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SERVED, NATIVE = f"{THROUGHPUT} served", f"{THROUGHPUT} native"
 LATENCY_SLACK_MS = 0.1  # the allowance above native + floor at batch 1

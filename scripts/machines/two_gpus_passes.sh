@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The passes of scripts/two_gpus.sh (which says what each does), in order, in the workdir
+# The passes of scripts/machines/two_gpus.sh (which says what each does), in order, in the workdir
 # $work with the tree's copy in $work/.repo: PASSES, AGAIN and SEARCH as it sets them.
 set -uo pipefail
-work=${work:?the workdir, as scripts/two_gpus.sh sets it}
+work=${work:?the workdir, as scripts/machines/two_gpus.sh sets it}
 repo=$work/.repo
 cfgs=()
 measured=()
@@ -21,7 +21,7 @@ pass() {  # NAME SLOTS TARGET...: one snakemake run, its wall time in phases.tsv
     local name=$1 slots=$2 start rc
     shift 2
     start=$(date +%s)
-    DEPLOYBENCH_BENCH_SLOTS=$slots "${pin[@]}" bash "$repo/scripts/offline_run.sh" \
+    DEPLOYBENCH_BENCH_SLOTS=$slots "${pin[@]}" bash "$repo/scripts/machines/offline_run.sh" \
         "$repo/.pack/offline-py3.12.tar.xz" --snakefile "$repo/Snakefile" \
         --directory "$work" --configfile "$runfile" --cores "$(nproc)" "$@" \
         >>"snakemake-$name.log" 2>&1  # a pass of several runs: all of them

@@ -3,7 +3,7 @@ the pipeline built it, served again under variants of its Triton settings, each 
 by perf_analyzer (offline: static batching, concurrency 1) at the given batches and
 shared-memory modes; printed as ratios against the configuration as built.
 
-    python scripts/bench_served_variants.py MODEL GPU BACKEND PRECISION \
+    python scripts/benchmarks/bench_served_variants.py MODEL GPU BACKEND PRECISION \
         [--configfile config/runs/h100.yaml] [--batches 1 1024] [--modes system cuda] \
         [--variant instances=1] [--variant param:FORCE_CPU_ONLY_INPUT_TENSORS=yes] \
         [--variant server:python_shm_default_byte_size=67108864] [--variant env:KEY=VALUE] \
@@ -43,7 +43,7 @@ from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, perf_analyzer
 from deploybench.triton import repository as triton_repository
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PROFILE_EVERY = 200
 PROFILE = re.compile(r"deploybench profile: .*inputs ([\d.]+), run ([\d.]+), outputs ([\d.]+)")

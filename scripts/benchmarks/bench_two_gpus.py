@@ -1,10 +1,10 @@
 """What measuring side by side on two GPUs costs (config/runs/two-gpus.yaml,
-scripts/two_gpus.sh): for each configuration, every offline and online level measured
+scripts/machines/two_gpus.sh): for each configuration, every offline and online level measured
 together (two configurations at once, a GPU each) against the same level measured alone,
 as ratios, beside the levels' own window spread (perf_analyzer's stability); each pass's
 wall time against the time its jobs took one at a time; and the search's scaling over GPUs.
 
-    python scripts/bench_two_gpus.py results/tft/h100/two-gpus-2026-11-27 \
+    python scripts/benchmarks/bench_two_gpus.py results/tft/h100/two-gpus-2026-11-27 \
         results/bert/h100/two-gpus-2026-11-27
 
 Each SET folder holds `together/<configuration>/` and `alone/<configuration>/` (their

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # config/runs/two-gpus.yaml on a lent machine of two GPUs, over consecutive calls (each
 # waits up to SECONDS; the passes run in a session of their own, so they outlive a call):
-#   bash scripts/two_gpus.sh SECONDS
+#   bash scripts/machines/two_gpus.sh SECONDS
 # Passes (PASSES, default "prepare together alone scaling", in this order), each a
 # snakemake run in one workdir, timed in phases.tsv:
 #   prepare   the run file's configurations converted, checked and accurate
@@ -14,15 +14,15 @@
 #             a fresh server on the same GPU, which together / alone is weighed against
 #   scaling   the search over 1 and 2 GPUs of SEARCH (default tft/aoti-cg_fp16), a point
 #             at a time
-# The passes run from scripts/two_gpus_passes.sh. $OUT gets phases.tsv, each pass's snakemake
+# The passes run from scripts/machines/two_gpus_passes.sh. $OUT gets phases.tsv, each pass's snakemake
 # log and results.tgz (results so far).
 set -uo pipefail
 box=$1
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/out}
 work=${DEPLOYBENCH_WORKDIR:-/tmp/deploybench-two}
 mkdir -p "$out" "$work"
-[ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++  # as scripts/gpu_session.sh says why
+[ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++  # as scripts/machines/gpu_session.sh says why
 export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 TORCHINDUCTOR_MAX_AUTOTUNE=0
 export PASSES=${PASSES:-prepare together alone scaling} SEARCH=${SEARCH:-tft/aoti-cg_fp16}
 
@@ -31,7 +31,7 @@ if [ ! -f "$work/passes.pid" ]; then
     mkdir -p "$work/.repo" && tar -c --exclude=./results . | tar -x -C "$work/.repo"
     nvidia-smi -L >"$out/gpus.txt"
     export work AGAIN=${AGAIN:-}
-    setsid bash "$work/.repo/scripts/two_gpus_passes.sh" >"$work/passes.log" 2>&1 </dev/null &
+    setsid bash "$work/.repo/scripts/machines/two_gpus_passes.sh" >"$work/passes.log" 2>&1 </dev/null &
     echo $! >"$work/passes.pid"
 fi
 end=$((SECONDS + box))
@@ -43,4 +43,4 @@ for log in "$work"/snakemake-*.log; do
     echo "$log: $(grep -c 'Finished jobid' "$log") jobs done;" \
         "$(grep -E 'Error in rule' "$log" | tr '\n' ' ')"
 done
-bash scripts/pack_results.sh "$work" "$out/results.tgz"
+bash scripts/machines/pack_results.sh "$work" "$out/results.tgz"
