@@ -64,12 +64,16 @@ def test_an_unknown_benchmark_is_refused_with_the_list():
     assert "incremental" in deploybench("bench").stdout
 
 
-def test_a_tools_own_help_is_passed_through():
-    result = deploybench("archive", "--help")
-    assert result.returncode == 0
+@pytest.mark.parametrize("tool, script, says", [
+    ("archive", "results_tools/results_archive.py", "{pack,unpack}"),  # its argparse
+    ("lanes", "machines/gpu_lanes.sh", "SECONDS LANES_FILE [NAME...]"),  # its header
+])
+def test_a_tools_own_help_is_passed_through(tool, script, says):
+    result = deploybench(tool, "--help")
+    assert result.returncode == 0, result.stderr
     assert result.stderr.startswith("+ ")
-    assert "scripts/results_tools/results_archive.py --help" in result.stderr
-    assert "{pack,unpack}" in result.stdout  # the tool's argparse answered, not click
+    assert f"scripts/{script} --help" in result.stderr
+    assert says in result.stdout  # the tool answered, not click
 
 
 def test_the_html_report_needs_nothing_beyond_the_main_jobs_environment():

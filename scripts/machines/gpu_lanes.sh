@@ -17,6 +17,10 @@
 # TARGET stands for the GPU key that matches this host's GPUs. A configuration
 # measured as several runs is put together by scripts/results_tools/assemble_configuration.py.
 set -uo pipefail
+if [ $# -lt 2 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
+    sed -n '2,/^set -uo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'  # this header, as the help
+    case ${1:-} in --help | -h) exit 0 ;; *) exit 2 ;; esac
+fi
 box=$1
 lanes=$2
 shift 2
