@@ -263,7 +263,7 @@ def test_online_concurrency_change_reruns_only_online_and_dependants(built, tmp_
                     "configuration_html": 1,
                     "model_report": 1, "model_html": 1, "configuration_comparison": 1,
                     "configuration_comparison_html": 1, "model_comparison": 1,
-                    "model_comparison_html": 1, "all": 1}, jobs
+                    "model_comparison_html": 1, "ship": 1, "ship_html": 1, "all": 1}, jobs
     result = snakemake(built, "-n", "--config", f"models_dir={models}")
     assert f"output: {RUN}/online.csv" in result.stdout
     assert f"output: {RUN}/offline.csv" not in result.stdout
