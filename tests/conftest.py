@@ -27,6 +27,19 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path[1:1] = [str(ROOT / "scripts" / d) for d in ("benchmarks", "machines", "results_tools")]
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test marked `gpu` needs a CUDA GPU: skipped where there is none (`pytest -m gpu`
+    selects every one, as scripts/machines/gpu_tests.sh runs them on a lent machine)."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if not marked:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+
+
 def main_config(**overrides) -> dict:
     """The main config with the tiny test config merged in, as Snakemake would."""
     from deploybench.config import deep_merge

@@ -32,7 +32,7 @@ from deploybench.triton.server import ServerError, TritonServer
 
 pytestmark = pytest.mark.e2e  # the real Triton server
 
-GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+GPU = pytest.mark.gpu
 
 
 class Toy(torch.nn.Module):

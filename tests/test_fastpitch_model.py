@@ -416,7 +416,7 @@ def test_trace_fixes_no_device_or_dtype(data, tiny_model, tmp_path):
     np.testing.assert_allclose(half[2], expected[2], rtol=5e-2, atol=5e-2)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="FP16 needs a GPU")
+@pytest.mark.gpu  # FP16 needs a GPU
 def test_fp16_on_gpu(data):
     inputs, _ = fastpitch.load_split(TINY, str(data), "test", 8)
     model = fastpitch.build_model(TINY, None, seed=0)

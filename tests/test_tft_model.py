@@ -156,7 +156,7 @@ def test_exports_reproduce_the_model(data, tmp_path):
     np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-4)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="FP16 needs a GPU")
+@pytest.mark.gpu  # FP16 needs a GPU
 def test_fp16_on_gpu(data):
     inputs, _ = tft.load_split(TINY, str(data), "test", max_samples=8)
     model = tft.build_model(TINY, None, seed=0)
