@@ -3,12 +3,14 @@ backend's parts that need no server: test_cpp_unit.py). An ONNX graph of two inp
 different dtypes, a third the graph does not read, served on ONNX Runtime's CPU execution
 provider: outputs equal ONNX Runtime in-process (to rounding) over gRPC and HTTP; the dynamic
 batcher's requests of different batch sizes come back to their own clients; a request the
-graph refuses fails alone and the server serves on; a graph that cannot load says why. The
+graph refuses fails alone and the server serves on; a graph or a setting that cannot load says
+why; on a GPU, its CUDA graphs serve every batch as without them. The
 embedding store behind a sparse model's config: every looked-up row equals the table's, hit or
 miss, through a cache a tenth of the table, and the server's metrics count the lookups and
 hits per table."""
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -28,11 +30,9 @@ from deploybench.triton.server import ServerError, TritonServer
 
 pytestmark = pytest.mark.e2e  # the real Triton server
 
-GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-ORT_GPU = pytest.mark.skipif(
-    not torch.cuda.is_available()
-    or "CUDAExecutionProvider" not in ort.get_available_providers(),
-    reason="needs a CUDA GPU and onnxruntime-gpu")
+GPU = pytest.mark.gpu
+ORT_GPU = pytest.mark.skipif("CUDAExecutionProvider" not in ort.get_available_providers(),
+                             reason="needs onnxruntime-gpu")
 
 
 def graph(path, width: int = 4) -> None:
@@ -191,6 +191,20 @@ def test_a_graph_that_cannot_load_is_unavailable_with_the_reason(triton, work, t
                                           "does not have"):
         with server:
             pass
+    server = serve(triton, tmp_path, run_of(), "graphs")
+    path = tmp_path / "repo-graphs/graphs/config.pbtxt"
+    config = triton_config.read(path)  # a graph batch that is no batch size
+    config.parameters["cuda_graphs"].string_value = "eight"
+    triton_config.write(config, path)
+    with pytest.raises(ServerError, match=r"parameter cuda_graphs 'eight' is not a batch size"):
+        with server:
+            pass
+    config.parameters["cuda_graphs"].string_value = "8"  # a batch, on a CPU instance
+    triton_config.write(config, path)
+    with pytest.raises(ServerError, match=r"parameter cuda_graphs 8: CUDA graphs need a GPU "
+                                          r"instance, and this one is on the CPU"):
+        with server:
+            pass
 
 
 # ---- the embedding store ----------------------------------------------------------------
@@ -250,10 +264,16 @@ def test_the_embedding_store_returns_every_row_of_the_table(triton, tmp_path, pl
             np.testing.assert_array_equal(lookup(server.grpc_url, keys),
                                           storage[keys].reshape(16, -1))
         counters = cache_counters(server.metrics())
-        with pytest.raises(Exception, match="keys outside the fused table's 1000 rows"):
+        with pytest.raises(Exception, match=r"keys outside the fused table's 1000 rows "
+                                            r"\(min 0, max 1000\)"):
             lookup(server.grpc_url, np.array([0, 1, 1000], np.int64))
-        server.ensure_alive()
+        with pytest.raises(Exception, match=r"outside the fused table's 1000 rows \(min -1"):
+            lookup(server.grpc_url, np.array([-1, 1, 2], np.int64))
+        # served on, the failed lookups not counted (on a GPU they were, until checked)
+        np.testing.assert_array_equal(lookup(server.grpc_url, keys), storage[keys].reshape(16, -1))
+        after = cache_counters(server.metrics())
     assert counters["lookups"] == 30 * 16 * len(SIZES)
+    assert after["lookups"] == 31 * 16 * len(SIZES)
     if placement == "cache":
         assert 0 < counters["hit_rate"] < 1, counters
     else:
@@ -266,6 +286,7 @@ def test_the_embedding_store_returns_every_row_of_the_table(triton, tmp_path, pl
 
 # ---- on a GPU ---------------------------------------------------------------------------
 
+@GPU
 @ORT_GPU
 def test_on_a_gpu_onnx_runtime_reads_and_writes_cuda_shared_memory_in_place(triton, work):
     """A GPU instance on ONNX Runtime's CUDA provider: inputs from CUDA shared memory bound
@@ -282,6 +303,43 @@ def test_on_a_gpu_onnx_runtime_reads_and_writes_cuda_shared_memory_in_place(trit
                         np.testing.assert_allclose(g, w, rtol=0, atol=1e-6,
                                                    err_msg=f"{inputs_on} -> {outputs_on}")
     assert "CUDA execution provider" in (work / "gpu-two.log").read_text()
+
+
+@GPU
+@ORT_GPU
+def test_on_a_gpu_onnx_runtimes_cuda_graphs_serve_every_batch_as_without(triton, work):
+    """`triton.cuda_graphs` on a GPU: the engine captures a graph per bucket (1, 2, 4, 8; Triton
+    warms each up) and pads a batch to its bucket. Batches on and between the buckets, one at
+    a time and eight clients at once through the dynamic batcher, equal ONNX Runtime's CUDA
+    provider in-process: a padded row, a stale buffer or a view overwritten by the next
+    replay would show."""
+    run = run_of(kind="gpu", delay_us=50_000)
+    run["model"]["triton"]["cuda_graphs"] = True
+    repo_config = work / "repo-graphs" / "graphs" / "config.pbtxt"
+    with serve(triton, work, run, "graphs") as server:
+        config = triton_config.read(repo_config)
+        assert config.parameters["cuda_graphs"].string_value == "8"
+        assert [w.batch_size for w in config.model_warmup] == [1, 2, 4, 8]
+        for n in (1, 3, 5, 8, 2):
+            feed = samples(n, 40 + n)
+            for got, want in zip(infer(grpcclient, server.grpc_url, "graphs", feed),
+                                 in_process(work, feed, ("CUDAExecutionProvider",))):
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=f"batch {n}")
+        feeds = [samples(b, 60 + b) for b in (1, 2, 3, 1, 2, 1, 3, 2)]
+        results = at_once([lambda f=f: infer(grpcclient, server.grpc_url, "graphs", f)
+                           for f in feeds])
+    for feed, got in zip(feeds, results):
+        for g, w in zip(got, in_process(work, feed, ("CUDAExecutionProvider",))):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+    log = (work / "graphs.log").read_text()
+    assert "a CUDA graph per batch bucket up to 8" in log
+    assert "CUDA graphs refused" not in log  # served from the graphs, not around them
+    # each bucket's graph timed against a plain run at its capture (Triton's warm-up) and
+    # kept: a graph this small is launch-bound, its replay far quicker
+    kept = re.findall(r"CUDA graph at batch bucket (\d+) \(batch \d+\): replay ([\d.]+) ms, "
+                      r"plain run ([\d.]+) ms: kept", log)
+    assert sorted(int(b) for b, _, _ in kept) == [1, 2, 4, 8], log
+    assert all(float(r) < float(p) for _, r, p in kept)
 
 
 class Conv(torch.nn.Module):
@@ -308,7 +366,7 @@ def _conv_run(runner: str, backend: str) -> dict:
 
 
 @pytest.mark.parametrize("runner", [pytest.param("torch", marks=GPU),
-                                    pytest.param("onnxruntime", marks=ORT_GPU)])
+                                    pytest.param("onnxruntime", marks=[GPU, ORT_GPU])])
 def test_fp32_means_fp32_on_a_gpu(triton, tmp_path, runner):
     """An FP32 convolution served by either engine on a GPU equals the strict FP32 result
     in-process (TF32 off), and not the TF32 one, which differs by more than the bound: the

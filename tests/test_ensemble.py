@@ -167,6 +167,31 @@ SERVERS = {"embedded": ["python"],
            "hps": ["hps", "onnxruntime", "python", "tensorflow", "tensorrt"]}
 
 
+@pytest.mark.parametrize("gpu, graphs, want", [("h100", True, "64"), ("h100", False, None),
+                                               ("cpu", True, None)])
+def test_the_dense_part_on_a_gpu_asks_for_cuda_graphs_up_to_the_split_batch(
+        settings, tmp_path, gpu, graphs, want):
+    """`triton.cuda_graphs` (the reference's setting) reaches the C++ backend's ONNX Runtime
+    engine on a GPU as the largest batch to capture: the batch the unbatched dense part was
+    split from (dlrm-tiny's 64), not its max_batch_size 0; none on the CPU or when off."""
+    run = settings.run("dlrm-tiny", gpu, "hps-onnx", "fp16" if gpu != "cpu" else "fp32")
+    run["model"]["triton"]["cuda_graphs"] = graphs
+    converted = tmp_path / "model.ensemble"
+    sparse_dir(converted / "sparse", sizes=[50] * 26, dim=8)
+    meta = ensemble_parts.read_metadata(converted / "sparse")
+    drun = ensemble_parts.dense_run(run, meta)
+    (converted / "dense").mkdir()
+    dense_onnx(converted / "dense" / drun["artifact"], run, meta)
+    repo = tmp_path / "repo"
+    artifacts.of(run).repository(run, converted, repo, ["deploybench", "python"])
+    dense = triton_config.read(repo / "dlrm-tiny-dense" / "config.pbtxt")
+    assert dense.backend == "deploybench" and dense.max_batch_size == 0
+    got = dense.parameters["cuda_graphs"].string_value if "cuda_graphs" in dense.parameters \
+        else None
+    assert got == want
+    assert not dense.model_warmup  # its dims vary: the first request of a bucket captures
+
+
 @pytest.mark.parametrize("server", SERVERS)
 @pytest.mark.parametrize("backend, gpu", [("hps-onnx", "cpu"), ("hps-trt", "h100"),
                                           ("hps-tf-savedmodel", "h100")])

@@ -4,10 +4,12 @@ runners (AOTInductor, torch.compile with CUDA graphs) in FP16 against the source
 NVML telemetry of a real matmul loop, and another process on the GPU as host load."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from deploybench.measurement.host_load import HostLoad
 from deploybench.models import tft
 from deploybench.tables import ENERGY_PER_INFERENCE
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = pytest.mark.gpu
 
 CONFIG = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())
 
@@ -118,6 +120,58 @@ def test_onnx_runtime_takes_and_gives_device_tensors(tiny, precision):
     device = runner.run_tensors(runner.to_device([torch.from_numpy(a) for a in inputs]))[0]
     assert device.device.type == "cuda" and device.dtype == torch.float32
     np.testing.assert_allclose(device.cpu().numpy(), host, atol=1e-6)
+
+
+class Two(torch.nn.Module):
+    """y = tanh(x W + b) * (i + 1), s = sum(x): two inputs of two dtypes, two outputs."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x, i):
+        return torch.tanh(self.linear(x)) * (i.float() + 1), x.sum(1, keepdim=True)
+
+
+def test_onnx_runtimes_cuda_graphs_equal_its_plain_runs(tmp_path, capfd):
+    """`cuda_graphs` (the largest batch to capture, as the C++ engine takes it): ONNX Runtime
+    on the runner's own stream, a graph per bucket (1, 2, 4, 8) captured and timed against a
+    plain run, kept where it pays. Batches on and between the buckets equal the runner without
+    graphs, and an output handed out is not overwritten by the next replay."""
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("needs onnxruntime-gpu")
+    example = (torch.randn(2, 4), torch.ones(2, 1, dtype=torch.int64))
+    torch.onnx.export(Two(), example, str(tmp_path / "two.onnx"), input_names=["x", "i"],
+                      output_names=["y", "s"], dynamo=False,
+                      dynamic_axes={n: {0: "batch"} for n in ("x", "i", "y", "s")})
+    opts = runners.Options(inputs=("x", "i"), outputs=("y", "s"), device_id=0,
+                           max_batch_size=8, output_dims=((3,), (1,)))
+    plain = runners.load("onnxruntime", tmp_path / "two.onnx", opts)
+    graphs = runners.load("onnxruntime", tmp_path / "two.onnx", replace(opts, cuda_graphs=8))
+    assert graphs.graphs is not None and plain.graphs is None
+    rng = np.random.default_rng(3)
+    first = None
+    for n in (1, 3, 5, 8, 2, 8):
+        feed = [torch.from_numpy(rng.standard_normal((n, 4)).astype(np.float32)).cuda(),
+                torch.from_numpy(rng.integers(0, 5, (n, 1))).cuda()]
+        got, want = graphs.run_tensors(feed), plain.run_tensors(feed)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == torch.float32
+            torch.testing.assert_close(g, w, rtol=0, atol=1e-6)
+        if first is None:
+            first, first_want = got, [w.clone() for w in want]
+    for g, w in zip(first, first_want):  # five replays later, still its own rows
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-6)
+    err = capfd.readouterr().err
+    assert "CUDA graphs refused" not in err, err
+    timed = re.findall(r"CUDA graph at batch bucket (\d+) \(batch (\d+)\): replay ([\d.]+) ms, "
+                       r"plain run ([\d.]+) ms: (kept|not kept)", err)
+    assert [(int(b), int(n)) for b, n, *_ in timed] == [(1, 1), (4, 3), (8, 5), (2, 2)], err
+    assert all((kind == "kept") == (float(r) < float(p)) for *_, r, p, kind in timed)
+    assert all(kind == "kept" for *_, kind in timed), err  # this small a graph: launch-bound
 
 
 def _matmuls(a: torch.Tensor, seconds: float) -> None:

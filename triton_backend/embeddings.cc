@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "engine.h"
 #include "json.h"
@@ -165,16 +166,22 @@ at::Tensor EmbeddingStore::lookup(const at::Tensor& keys_in) {
                                 " keys are not a whole number of samples of " +
                                 std::to_string(t) + " tables");
   at::Tensor keys = keys_in.to(device_, at::kLong, /*non_blocking=*/true);
-  if (keys.numel()) {  // one reduction and one read back: a small batch is launch-bound
-    auto [low, high] = at::aminmax(keys);
-    at::Tensor range = at::stack({low, high}).to(at::kCPU);
-    int64_t min = range[0].item<int64_t>(), max = range[1].item<int64_t>();
-    if (min < 0 || max >= rows_)
-      throw std::invalid_argument("keys outside the fused table's " + std::to_string(rows_) +
-                                  " rows (min " + std::to_string(min) + ", max " +
-                                  std::to_string(max) + ")");
-  }
   int64_t samples = keys.numel() / t;
+  // one reduction; whole tables on a GPU read it back with the run (a small batch is
+  // launch-bound: a wait of its own cost 20-30 us), elsewhere at once
+  bool deferred = whole_ && device_.is_cuda();
+  if (keys.numel()) {
+    auto [low, high] = at::aminmax(keys);
+    if (!range_.defined())
+      range_ = at::empty({2}, at::TensorOptions().dtype(at::kLong).pinned_memory(deferred));
+    range_.copy_(at::stack({low, high}), /*non_blocking=*/deferred);
+    if (deferred) {
+      checked_samples_ = samples;
+      keys = keys.clamp(0, rows_ - 1);  // never an index past the table
+    } else if (std::string outside = keys_outside(); !outside.empty()) {
+      throw std::invalid_argument(outside);
+    }
+  }
   at::Tensor rows;
   if (whole_) {
     rows = table_.index_select(0, keys);
@@ -186,6 +193,25 @@ at::Tensor EmbeddingStore::lookup(const at::Tensor& keys_in) {
     rows = lookup_cached(keys);
   }
   return rows.view({samples, t * dim_});
+}
+
+std::string EmbeddingStore::keys_outside() const {
+  int64_t min = range_[0].item<int64_t>(), max = range_[1].item<int64_t>();
+  if (min >= 0 && max < rows_) return "";
+  return "keys outside the fused table's " + std::to_string(rows_) + " rows (min " +
+         std::to_string(min) + ", max " + std::to_string(max) + ")";
+}
+
+void EmbeddingStore::check_keys() {
+  int64_t samples = std::exchange(checked_samples_, 0);
+  if (samples == 0) return;
+  std::string outside = keys_outside();
+  if (outside.empty()) return;
+  for (size_t i = 0; i < lookups_.size(); ++i) {  // counted before: a failed lookup is none
+    lookups_[i] -= samples;
+    hits_[i] -= samples;
+  }
+  throw std::invalid_argument(outside);
 }
 
 at::Tensor EmbeddingStore::lookup_cached(const at::Tensor& keys) {
@@ -284,10 +310,12 @@ class Embeddings : public Engine {
                                "count (INT32), in that order");
   }
   bool takes_half() const override { return false; }
+  bool host_input(size_t i) const override { return i == 1; }  // the count, read here
   std::optional<TableCounts> table_counts() const override {
     return TableCounts{&store_.lookups(), &store_.hits()};
   }
   std::string describe() const override { return store_.describe(); }
+  void check_run() override { store_.check_keys(); }
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
     const at::Tensor& keys = inputs.at(0);
     int64_t count = inputs.at(1).reshape(-1)[0].item<int64_t>();

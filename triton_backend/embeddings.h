@@ -51,8 +51,11 @@ class EmbeddingStore {
 
   // keys: INT64 [N], N a multiple of the table count, each sample's keys table by table (rows
   // of the fused table) -> FP32 [N / tables, tables * dim] on the device. Throws for a key
-  // outside the fused table.
+  // outside the fused table: at once, or, whole tables on a GPU, at check_keys() (the keys'
+  // range read back with the run's synchronisation, a bad key clamped until then).
   at::Tensor lookup(const at::Tensor& keys);
+  // Throws where the last lookup's keys were outside the fused table (its counts taken back).
+  void check_keys();
 
   int64_t tables() const { return static_cast<int64_t>(sizes_.size()); }
   int64_t dim() const { return dim_; }
@@ -64,6 +67,7 @@ class EmbeddingStore {
   std::string describe() const;
 
  private:
+  std::string keys_outside() const;  // why range_'s keys are not all rows, or ""
   at::Tensor lookup_cached(const at::Tensor& keys);
   at::Tensor host_rows(const at::Tensor& keys);  // keys on the host -> rows, pinned on a GPU
   void refresh(const at::Tensor& keys, const at::Tensor& rows);
@@ -82,6 +86,8 @@ class EmbeddingStore {
   at::Tensor used_;     // BOOL [slots]: looked up since the hand last passed
   int64_t hand_ = 0;
   at::Tensor staging_;  // pinned host rows of the misses (a GPU store)
+  at::Tensor range_;    // the last lookup's smallest and largest key (pinned on a GPU)
+  int64_t checked_samples_ = 0;  // its samples, where its keys are not yet checked
   std::vector<uint64_t> lookups_, hits_;
 };
 

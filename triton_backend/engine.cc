@@ -5,13 +5,18 @@
 #include <torch/script.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <stdexcept>
 
 #ifdef DEPLOYBENCH_CUDA
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace deploybench {
@@ -119,22 +124,38 @@ class Identity : public Engine {
 // Replays one CUDA graph per batch bucket: a batch is padded to its bucket, so any batch
 // the dynamic batcher forms reuses a captured graph, and a replay costs one launch instead
 // of hundreds. Outputs are views of the graph's static buffers, overwritten by the next
-// replay: the backend copies them into the responses before it runs again.
+// replay: the backend copies them into the responses before it runs again. An engine that
+// cannot be captured (a call the capture refuses) or whose replay differs from its plain run
+// is run plainly from then on, said once in the server log: never a wrong graph served.
+// `where_faster`: a bucket keeps its graph only where the replay, with the copy of the
+// batch into the graph's inputs, took less time than a plain run of the batch at its
+// capture (a large batch is not launch-bound, and its copy costs more than the graph saves);
+// each bucket's times and choice go to the server log.
 class CudaGraphs : public Engine {
  public:
-  CudaGraphs(std::unique_ptr<Engine> inner, int64_t max_batch_size)
-      : inner_(std::move(inner)), buckets_(graph_buckets(max_batch_size)) {}
+  CudaGraphs(std::unique_ptr<Engine> inner, int64_t max_batch_size, bool where_faster)
+      : inner_(std::move(inner)), buckets_(graph_buckets(max_batch_size)),
+        where_faster_(where_faster) {}
+  bool takes_half() const override { return inner_->takes_half(); }
+  bool host_input(size_t i) const override { return inner_->host_input(i); }
+  std::optional<TableCounts> table_counts() const override { return inner_->table_counts(); }
+  void check_run() override { inner_->check_run(); }
+  std::string describe() const override {
+    std::string inner = inner_->describe();
+    return inner + (inner.empty() ? "" : "; ") + "a CUDA graph per batch bucket up to " +
+           std::to_string(buckets_.back());
+  }
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
+    if (!refused_.empty()) return inner_->run(inputs);
     int64_t n = inputs.at(0).size(0);
     auto bucket = std::lower_bound(buckets_.begin(), buckets_.end(), n);
     if (bucket == buckets_.end())
       throw std::runtime_error("batch " + std::to_string(n) + " exceeds the largest graph's " +
                                std::to_string(buckets_.back()));
+    if (plain_.count(*bucket)) return inner_->run(inputs);
     Captured& graph = graphs_[*bucket];
-    if (!graph.graph) capture(*bucket, inputs, graph);
-    for (size_t i = 0; i < inputs.size(); ++i)
-      graph.inputs[i].narrow(0, 0, n).copy_(inputs[i], /*non_blocking=*/true);
-    graph.graph->replay();
+    if (!graph.graph && !capture(*bucket, inputs, graph)) return inner_->run(inputs);
+    replay(graph, inputs);
     std::vector<at::Tensor> out;
     for (const auto& t : graph.outputs) out.push_back(t.narrow(0, 0, n));
     return out;
@@ -145,24 +166,122 @@ class CudaGraphs : public Engine {
     std::vector<at::Tensor> inputs, outputs;
     std::unique_ptr<at::cuda::CUDAGraph> graph;
   };
-  void capture(int64_t bucket, const std::vector<at::Tensor>& example, Captured& into) {
+  // Captures at `bucket` on the example's rows (padded with zeros), warmed up first (a
+  // TorchScript executor optimises, ONNX Runtime's arena grows, cuBLAS makes its workspace:
+  // none of which a capture permits), then checks one replay against a plain run.
+  bool capture(int64_t bucket, const std::vector<at::Tensor>& example, Captured& into) {
     for (const auto& t : example) {
       auto shape = t.sizes().vec();
       shape[0] = bucket;
       into.inputs.push_back(at::zeros(shape, t.options()));
+      into.inputs.back().narrow(0, 0, t.size(0)).copy_(t);
     }
-    for (int i = 0; i < 3; ++i) inner_->run(into.inputs);  // a TorchScript executor optimises
+    for (int i = 0; i < 3; ++i) inner_->run(into.inputs);
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
-    // thread-local: another instance's thread may use CUDA while this one captures
-    graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-    into.outputs = inner_->run(into.inputs);
-    graph->capture_end();
+    try {
+      // thread-local: another instance's thread may use CUDA while this one captures
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      into.outputs = inner_->run(into.inputs);
+      graph->capture_end();
+    } catch (const std::exception& e) {
+      abandon(*graph);
+      return refuse(bucket, e.what());
+    }
+    graph->replay();
+    std::vector<at::Tensor> plain = inner_->run(into.inputs);
+    std::string differs = difference(into.outputs, plain);
+    if (!differs.empty()) return refuse(bucket, differs);
     into.graph = std::move(graph);
+    return !where_faster_ || pays(bucket, example, into);
+  }
+
+  static void replay(Captured& graph, const std::vector<at::Tensor>& inputs) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      graph.inputs[i].narrow(0, 0, inputs[i].size(0)).copy_(inputs[i], /*non_blocking=*/true);
+    graph.graph->replay();
+  }
+
+  // Whether the bucket's replay (the batch copied in) beats a plain run of the batch: the
+  // fastest of three rounds of five calls each, alternating, on the instance's stream.
+  bool pays(int64_t bucket, const std::vector<at::Tensor>& example, Captured& graph) {
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    auto timed_ms = [&](auto&& work) {
+      stream.synchronize();
+      auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < 5; ++i) work();
+      stream.synchronize();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                 .count() / 5;
+    };
+    double plain = 1e300, replayed = 1e300;
+    for (int round = 0; round < 3; ++round) {
+      plain = std::min(plain, timed_ms([&] { inner_->run(example); }));
+      replayed = std::min(replayed, timed_ms([&] { replay(graph, example); }));
+    }
+    bool kept = replayed < plain;
+    std::fprintf(stderr,
+                 "deploybench: CUDA graph at batch bucket %lld (batch %lld): replay %.3f ms, "
+                 "plain run %.3f ms: %s\n",
+                 static_cast<long long>(bucket), static_cast<long long>(example.at(0).size(0)),
+                 replayed, plain, kept ? "kept" : "not kept, the bucket runs plainly");
+    if (!kept) {
+      plain_.insert(bucket);
+      graphs_.erase(bucket);
+    }
+    return kept;
+  }
+
+  // A capture that failed half-way: the stream out of capture mode, torch's allocator back
+  // from the graph's pool, the error cleared (a capture's errors do not poison the context).
+  static void abandon(at::cuda::CUDAGraph& graph) {
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream, &partial);
+      if (partial != nullptr) cudaGraphDestroy(partial);
+    }
+    try {
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(
+          c10::cuda::current_device(), graph.pool());
+    } catch (const std::exception&) {  // capture_end got that far
+    }
+    cudaGetLastError();
+  }
+
+  // The largest relative L2 difference of the replay's outputs from the plain run's, where
+  // one exceeds 1e-3 (or is not finite where the plain run's is): what a wrong graph shows.
+  static std::string difference(const std::vector<at::Tensor>& replayed,
+                                const std::vector<at::Tensor>& plain) {
+    if (replayed.size() != plain.size()) return "its replay gave another number of outputs";
+    for (size_t i = 0; i < plain.size(); ++i) {
+      at::Tensor want = plain[i].to(at::kDouble), got = replayed[i].to(at::kDouble);
+      double scale = want.norm().item<double>();
+      double error = (got - want).norm().item<double>() / std::max(scale, 1e-30);
+      if (!(error <= 1e-3))  // NaN fails too
+        return "its replay differs from a plain run in output " + std::to_string(i) +
+               " (relative L2 " + std::to_string(error) + ")";
+    }
+    return "";
+  }
+
+  bool refuse(int64_t bucket, const std::string& why) {
+    refused_ = why;
+    graphs_.clear();
+    std::fprintf(stderr,
+                 "deploybench: CUDA graphs refused at batch bucket %lld, the engine runs "
+                 "without them: %s\n",
+                 static_cast<long long>(bucket), why.c_str());
+    return false;
   }
 
   std::unique_ptr<Engine> inner_;
   std::vector<int64_t> buckets_;
+  bool where_faster_;
   std::map<int64_t, Captured> graphs_;
+  std::set<int64_t> plain_;  // buckets whose graph did not pay
+  std::string refused_;
 };
 #endif
 
@@ -206,14 +325,17 @@ std::unique_ptr<Engine> load_engine(const EngineSpec& spec) {
   else
     engine = std::make_unique<TorchScript>(spec.path, spec.device, !spec.fp16);
   if (!graphs) return engine;
-#ifdef DEPLOYBENCH_CUDA
   if (!spec.device.is_cuda())
     throw std::runtime_error("runner " + spec.runner + " needs a GPU instance");
-  return std::make_unique<CudaGraphs>(std::move(engine), spec.max_batch_size);
+  return with_cuda_graphs(std::move(engine), spec.max_batch_size, /*where_faster=*/false);
+}
+
+std::unique_ptr<Engine> with_cuda_graphs(std::unique_ptr<Engine> engine, int64_t max_batch,
+                                         bool where_faster) {
+#ifdef DEPLOYBENCH_CUDA
+  return std::make_unique<CudaGraphs>(std::move(engine), max_batch, where_faster);
 #else
-  throw std::runtime_error("runner " + spec.runner +
-                           " needs CUDA graphs: this backend was built against a torch "
-                           "without CUDA");
+  throw std::runtime_error("CUDA graphs: this backend was built against a torch without CUDA");
 #endif
 }
 

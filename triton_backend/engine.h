@@ -51,10 +51,17 @@ class Engine {
   virtual bool takes_half() const { return true; }
   // Whether run() reads its inputs' values (else it gets them uninitialised, where they lie).
   virtual bool reads_inputs() const { return true; }
+  // Whether run() takes input `i` in host memory, wherever the engine runs (a value it reads
+  // on the host, as the embeddings' key count: no read back from the device for it).
+  virtual bool host_input(size_t i) const { return false; }
   virtual std::optional<TableCounts> table_counts() const { return std::nullopt; }
   // What it loaded, for the server log.
   virtual std::string describe() const { return ""; }
   virtual std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) = 0;
+  // Checks of the last run whose results reach the host with the run's own synchronisation
+  // (no wait of their own): called once the instance synchronised the run; throws to fail
+  // the run's requests.
+  virtual void check_run() {}
 };
 
 // The runners this backend serves, and whether one needs a GPU instance.
@@ -77,6 +84,12 @@ void strict_fp32();
 // changes: an FP32 model's are made strict, in every method of every submodule. Returns how
 // many it changed.
 int strict_convolutions(torch::jit::Module& module);
+
+// `engine` replayed as CUDA graphs, one per batch bucket up to `max_batch` (its run on the
+// current stream: the instance's), checked against a plain run at each capture;
+// `where_faster`: a bucket keeps its graph only where its replay beat a plain run there.
+std::unique_ptr<Engine> with_cuda_graphs(std::unique_ptr<Engine> engine, int64_t max_batch,
+                                         bool where_faster);
 
 // The batch sizes a CUDA graph is captured at: powers of two up to the max batch size, and it.
 std::vector<int64_t> graph_buckets(int64_t max_batch_size);

@@ -188,6 +188,7 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
         if (x.is_floating_point()) x = x.to(at::kHalf);
     std::vector<at::Tensor> outputs = checked_outputs(engine_->run(inputs), total);
     synchronize();
+    engine_->check_run();
     times.compute_end = now_ns();
     scatter(group, outputs);
     synchronize();  // Triton reads the outputs once the responses are sent

@@ -82,6 +82,8 @@ using SessionOptions =
 using MemoryInfo =
     std::unique_ptr<OrtMemoryInfo, Releaser<OrtMemoryInfo, &OrtApi::ReleaseMemoryInfo>>;
 using IoBinding = std::unique_ptr<OrtIoBinding, Releaser<OrtIoBinding, &OrtApi::ReleaseIoBinding>>;
+using RunOptions =
+    std::unique_ptr<OrtRunOptions, Releaser<OrtRunOptions, &OrtApi::ReleaseRunOptions>>;
 using Value = std::unique_ptr<OrtValue, Releaser<OrtValue, &OrtApi::ReleaseValue>>;
 using TypeInfo = std::unique_ptr<OrtTypeInfo, Releaser<OrtTypeInfo, &OrtApi::ReleaseTypeInfo>>;
 using ShapeInfo = std::unique_ptr<OrtTensorTypeAndShapeInfo,
@@ -122,6 +124,8 @@ ONNXTensorElementDataType onnx_of(at::ScalarType type) {
   }
 }
 
+constexpr const char* kInstanceStream = "the instance's CUDA stream";
+
 class OnnxRuntime : public Engine {
  public:
   explicit OnnxRuntime(const EngineSpec& spec) : device_(spec.device) {
@@ -136,7 +140,19 @@ class OnnxRuntime : public Engine {
     ort_check(ort.SetInterOpNumThreads(options.get(), 1), "inter-op threads");
     ort_check(ort.SetIntraOpNumThreads(options.get(), device_.is_cuda() ? 1 : spec.threads),
               "intra-op threads");
-    if (device_.is_cuda()) stream_note_ = append_cuda(ort, options.get(), spec);
+    if (device_.is_cuda()) {
+      stream_note_ = append_cuda(ort, options.get(), spec);
+      on_instance_stream_ = stream_note_ == kInstanceStream;
+    }
+    if (on_instance_stream_) {
+      // its work is ordered on the instance's stream, which the instance synchronises after
+      // the run: no wait of its own at the run's end (a wait a CUDA graph capture refuses)
+      OrtRunOptions* run_options = nullptr;
+      ort_check(ort.CreateRunOptions(&run_options), "CreateRunOptions");
+      run_options_.reset(run_options);
+      ort_check(ort.AddRunConfigEntry(run_options, "disable_synchronize_execution_providers", "1"),
+                "run options");
+    }
     OrtSession* session = nullptr;
     ort_check(ort.CreateSession(env, spec.path.c_str(), options.get(), &session),
               "loading " + spec.path);
@@ -154,6 +170,8 @@ class OnnxRuntime : public Engine {
   }
 
   bool takes_half() const override { return false; }  // cast to the graph's own types
+  // CUDA graphs capture the current stream: the instance's, which ONNX Runtime must run on
+  bool capturable() const { return on_instance_stream_; }
   std::string describe() const override {
     return std::string("onnxruntime ") + api_base().GetVersionString() + ", " +
            (device_.is_cuda() ? "CUDA execution provider on " + stream_note_ + ", "
@@ -188,11 +206,12 @@ class OnnxRuntime : public Engine {
                 "binding output " + name);
 #ifdef DEPLOYBENCH_CUDA
     // the inputs' casts and copies were queued on the instance's stream: done before ONNX
-    // Runtime reads them (on that stream too where it took it: then this waits on nothing)
-    if (device_.is_cuda()) c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+    // Runtime reads them on a stream of its own (on the instance's, they come first anyway)
+    if (device_.is_cuda() && !on_instance_stream_)
+      c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
 #endif
-    // ONNX Runtime synchronises its stream at the run's end: the outputs are written
-    ort_check(ort.RunWithBinding(session_.get(), nullptr, binding.get()), "run");
+    // on a stream of its own, ONNX Runtime synchronises it at the run's end
+    ort_check(ort.RunWithBinding(session_.get(), run_options_.get(), binding.get()), "run");
     OrtAllocator* allocator = nullptr;
     ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
     OrtValue** produced = nullptr;
@@ -237,7 +256,7 @@ class OnnxRuntime : public Engine {
       }
       return ort.UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size());
     };
-    std::string note = "the instance's CUDA stream";
+    std::string note = kInstanceStream;
     OrtStatus* refused = spec.stream != nullptr ? update(true) : nullptr;
     if (spec.stream == nullptr || refused != nullptr) {
       note = "its own CUDA stream";
@@ -320,6 +339,8 @@ class OnnxRuntime : public Engine {
 
   at::Device device_;
   std::string stream_note_;
+  bool on_instance_stream_ = false;
+  RunOptions run_options_;
   Session session_;
   MemoryInfo memory_;
   std::vector<Bound> bound_;
@@ -328,8 +349,37 @@ class OnnxRuntime : public Engine {
 
 }  // namespace
 
+// The config's `cuda_graphs` (the largest batch to capture; none: 0), checked.
+static int64_t graph_batch(const EngineSpec& spec) {
+  auto found = spec.parameters.find("cuda_graphs");
+  if (found == spec.parameters.end()) return 0;
+  const std::string& text = found->second;
+  size_t used = 0;
+  int64_t batch = 0;
+  try {
+    batch = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || batch < 1)
+    throw std::runtime_error("parameter cuda_graphs '" + text +
+                             "' is not a batch size (the largest batch to capture, 1 or more)");
+  if (!spec.device.is_cuda())
+    throw std::runtime_error("parameter cuda_graphs " + text +
+                             ": CUDA graphs need a GPU instance, and this one is on the CPU");
+  return batch;
+}
+
 std::unique_ptr<Engine> load_onnxruntime(const EngineSpec& spec) {
-  return std::make_unique<OnnxRuntime>(spec);
+  int64_t graphs = graph_batch(spec);
+  auto engine = std::make_unique<OnnxRuntime>(spec);
+  if (graphs == 0) return engine;
+  if (!engine->capturable())
+    throw std::runtime_error("parameter cuda_graphs " + std::to_string(graphs) +
+                             ": ONNX Runtime did not take the instance's CUDA stream, which a "
+                             "CUDA graph captures (" + engine->describe() + ")");
+  // asked by the reference's setting, not by the runner's name: kept where they pay
+  return with_cuda_graphs(std::move(engine), graphs, /*where_faster=*/true);
 }
 
 }  // namespace deploybench

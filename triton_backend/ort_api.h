@@ -92,7 +92,7 @@ struct OrtApi {
   OrtStatus* (*SessionGetInputName)(const OrtSession* session, size_t index, OrtAllocator* allocator, char** value);  // 36
   OrtStatus* (*SessionGetOutputName)(const OrtSession* session, size_t index, OrtAllocator* allocator, char** value);  // 37
   void* SessionGetOverridableInitializerName;  // 38
-  void* CreateRunOptions;  // 39
+  OrtStatus* (*CreateRunOptions)(OrtRunOptions** out);  // 39
   void* RunOptionsSetRunLogVerbosityLevel;  // 40
   void* RunOptionsSetRunLogSeverityLevel;  // 41
   void* RunOptionsSetRunTag;  // 42
@@ -150,7 +150,7 @@ struct OrtApi {
   void (*ReleaseMemoryInfo)(OrtMemoryInfo* input);  // 94
   void (*ReleaseSession)(OrtSession* input);  // 95
   void (*ReleaseValue)(OrtValue* input);  // 96
-  void* ReleaseRunOptions;  // 97
+  void (*ReleaseRunOptions)(OrtRunOptions* input);  // 97
   void (*ReleaseTypeInfo)(OrtTypeInfo* input);  // 98
   void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo* input);  // 99
   void (*ReleaseSessionOptions)(OrtSessionOptions* input);  // 100
@@ -218,7 +218,7 @@ struct OrtApi {
   void* KernelInfoGetAttributeArray_float;  // 162
   void* KernelInfoGetAttributeArray_int64;  // 163
   void* CreateArenaCfgV2;  // 164
-  void* AddRunConfigEntry;  // 165
+  OrtStatus* (*AddRunConfigEntry)(OrtRunOptions* options, const char* config_key, const char* config_value);  // 165
   void* CreatePrepackedWeightsContainer;  // 166
   void* ReleasePrepackedWeightsContainer;  // 167
   void* CreateSessionWithPrepackedWeightsContainer;  // 168

@@ -88,10 +88,17 @@ std::vector<at::Tensor> Instance::gather(const std::vector<Request*>& group, int
                                " bytes where its shape " + shape_text(shape) + " needs " +
                                std::to_string(bytes));
     auto options = at::TensorOptions().dtype(spec.dtype);
-    if (chunks.size() == 1 && chunks[0].device == device_) {  // read in place
-      inputs[i] = at::from_blob(const_cast<void*>(chunks[0].data), shape, options.device(device_));
-    } else if (bytes == 0) {
-      inputs[i] = at::empty(shape, options.device(device_));
+    at::Device where = engine_->host_input(i) ? at::Device(at::kCPU) : device_;
+    if (chunks.size() == 1 && chunks[0].device == where) {  // read in place
+      inputs[i] = at::from_blob(const_cast<void*>(chunks[0].data), shape, options.device(where));
+    } else if (bytes == 0 || where != device_) {
+      inputs[i] = at::empty(shape, options.device(where));
+      int64_t at = 0;  // a host input's chunks (small: a count) copied one by one
+      for (const Chunk& chunk : chunks) {
+        inputs[i].view(at::kByte).view({-1}).narrow(0, at, chunk.bytes).copy_(
+            at::from_blob(const_cast<void*>(chunk.data), {chunk.bytes}, bytes_on(chunk.device)));
+        at += chunk.bytes;
+      }
     } else {
       copies.push_back({i, shape, std::move(chunks), bytes, packed});
       packed += aligned(bytes);

@@ -22,6 +22,18 @@ class Deployment(NamedTuple):
     profile: int | None = None  # the TensorRT optimisation profile it runs (per batch)
 
 
+def graph_batch(run: dict) -> int:
+    """The largest batch ONNX Runtime on a GPU captures CUDA graphs up to, one per power-of-two
+    bucket kept where it pays (`triton.cuda_graphs`, the reference's TensorRT setting): the
+    model's max batch, or the batch an ensemble's unbatched dense part was split from; 0 where
+    the model asks for none or its runs are not ONNX Runtime on a GPU."""
+    triton = run["model"]["triton"]
+    if not (triton.get("cuda_graphs") and run["backend"]["runner"] == "onnxruntime"
+            and run["gpu"]["kind"] == "gpu"):
+        return 0
+    return int(triton.get("split_from_batch") or triton["max_batch_size"])
+
+
 def gpu_count(triton: dict) -> int:
     """The GPUs a deployment's instance groups span (a model's `triton.gpus`; 1 unset)."""
     return triton.get("gpus", 1)

@@ -42,6 +42,7 @@ def options(run: dict) -> runners.Options:
         fixed_batches=deployments.fixed_batches(model),
         workspace_mb=triton.get("trt_workspace_mb", runners.Options.workspace_mb),
         compile_mode=model.get("compile_mode", "default"),
+        cuda_graphs=deployments.graph_batch(run) if device_id(run["gpu"]) is not None else 0,
     )
 
 

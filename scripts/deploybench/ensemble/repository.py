@@ -25,11 +25,13 @@ from .parts import DENSE, SPARSE, dense_run, lookup_tensor, names, read_metadata
 
 def served_dense_run(run: dict, meta: dict) -> dict:
     """The dense part's run as the ensemble serves it: its tensors with the batch first,
-    max_batch_size 0 (its conversion keeps the batched run: dense_run)."""
+    max_batch_size 0 (its conversion keeps the batched run: dense_run), the batch it was
+    split from kept for the CUDA graphs it may capture (deployments.graph_batch)."""
     served = copy.deepcopy(dense_run(run, meta))
     model = served["model"]
     model["inputs"] = [requests.unbatched(t) for t in model["inputs"]]
     model["outputs"] = [requests.unbatched(t) for t in model["outputs"]]
+    model["triton"]["split_from_batch"] = model["triton"]["max_batch_size"]
     model["triton"]["max_batch_size"] = 0
     return served
 

@@ -37,6 +37,9 @@ class Options:
     fixed_batches: tuple[int, ...] = ()
     workspace_mb: int = 1024  # TensorRT builder workspace
     compile_mode: str = "default"  # torch.compile's mode (runner torch-compile)
+    # ONNX Runtime on a GPU: CUDA graphs per batch bucket up to this batch, kept where they
+    # pay (deployments.graph_batch, as the C++ backend's engine has them); 0: none
+    cuda_graphs: int = 0
 
 
 class Runner:

@@ -68,6 +68,7 @@ class TritonPythonModel:
             output_dims=tuple(tuple(t["dims"]) for t in config["output"]),
             output_dtypes=tuple(t["data_type"].removeprefix("TYPE_") for t in config["output"]),
             compile_mode=params.get("compile_mode", "default"),
+            cuda_graphs=int(params.get("cuda_graphs", 0)) if on_gpu else 0,
         )
         artifact = Path(args["model_repository"]) / args["model_version"] / params["artifact"]
         started = time.perf_counter()

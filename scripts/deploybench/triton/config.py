@@ -110,13 +110,15 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
         params = {"artifact": run["artifact"], "runner": runner, "precision": run["precision"]}
         if runner == "torch-compile":
             params["compile_mode"] = model.get("compile_mode", "default")
+        if graphs := deployments.graph_batch(run):  # either backend: the same engine's run
+            params["cuda_graphs"] = str(graphs)
         if triton_backend == "python" and run["gpu"]["kind"] == "gpu" \
                 and RUNNERS[runner].device_tensors:
             # inputs stay where the client put them: in GPU memory with CUDA shared memory
             params["FORCE_CPU_ONLY_INPUT_TENSORS"] = "no"
         for key, value in params.items():
             config.parameters[key].string_value = value
-        if compiles_on_first_calls(runner):
+        if compiles_on_first_calls(runner) or "cuda_graphs" in params:
             config.model_warmup.extend(warmup(config))
     else:
         _backend_fields(config, run, triton_backend)
