@@ -29,6 +29,7 @@ from deploybench.runners.embeddings import (
     fused_keys,
 )
 from deploybench.triton import config as triton_config
+from tensorrt_stand_in import StandInTensorRT, stand_in_plan
 
 SIZES = [50, 7, 1000, 1]
 DIM = 4
@@ -195,7 +196,8 @@ def test_the_dense_part_on_a_gpu_asks_for_cuda_graphs_up_to_the_split_batch(
 @pytest.mark.parametrize("server", SERVERS)
 @pytest.mark.parametrize("backend, gpu", [("hps-onnx", "cpu"), ("hps-trt", "h100"),
                                           ("hps-tf-savedmodel", "h100")])
-def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, backend, gpu):
+def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, backend, gpu,
+                                                 monkeypatch):
     run = settings.run("dlrm-tiny", gpu, backend, "fp32")
     converted = tmp_path / "model.ensemble"
     sparse_dir(converted / "sparse", sizes=[50] * 26, dim=8)
@@ -207,11 +209,12 @@ def test_ensemble_repository_is_wired_and_parses(settings, tmp_path, server, bac
         dense_onnx(artifact, run, meta)
     elif artifact.suffix == ".savedmodel":
         dense_savedmodel(artifact, run, meta)
-    else:
-        artifact.write_bytes(b"stand-in plan")
+    else:  # a TensorRT plan, read through a stand-in of TensorRT's bindings
+        monkeypatch.setitem(sys.modules, "tensorrt", StandInTensorRT)
+        dense = ensemble_parts.dense_inputs(run["model"], meta), run["model"]["outputs"]
+        stand_in_plan(artifact, *dense)
     repo = tmp_path / "repo"
-    served = artifacts.of(run).repository(run, converted, repo,
-                                  SERVERS[server])
+    served = artifacts.of(run).repository(run, converted, repo, SERVERS[server])
 
     configs = {p.parent.name: triton_config.read(p) for p in repo.glob("*/config.pbtxt")}
     top = configs.pop("dlrm-tiny")

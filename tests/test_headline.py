@@ -314,3 +314,62 @@ def test_a_search_frontier_draws_its_budget_on_the_p99_panels_only(tmp_path, mon
     budgets = {ax.get_xlabel(): [line.get_label() for line in ax.get_lines()
                                  if list(line.get_xdata()) == [25, 25]] for ax in axes}
     assert budgets == {"p99 latency (ms)": ["p99 budget 25 ms"], "avg latency (ms)": []}
+
+
+@pytest.mark.parametrize("folder, lead, other", [
+    ("bert/h100/ts-trace_fp16", "system", "cuda"),  # CUDA faster at batch 16
+    ("fastpitch/h100/aoti-2026-11-25/aoti_fp16", "none", "cuda"),  # no shared memory: FastPitch's
+])
+def test_a_headline_leads_with_the_references_shared_memory_mode(folder, lead, other):
+    """No reference used CUDA shared memory: its figure stands beside the comparable one,
+    never in its place, even where it is the larger (both committed folders)."""
+    from deploybench.reporting.headline import offline_text, ratio_text
+    from deploybench.tables import read_perf
+
+    folder = ROOT / "results" / folder
+    table = read_perf(folder / "offline.csv")
+    best = {mode: rows.loc[rows[THROUGHPUT].idxmax()]
+            for mode, rows in table.groupby(SHARED_MEMORY)}
+    assert best[other][THROUGHPUT] > best[lead][THROUGHPUT]  # the larger is not the lead
+    facts = headline_of(folder)
+    assert offline_text(facts) == (
+        f"{best[lead][THROUGHPUT]:,.0f} inf/s at batch {best[lead]['Batch']}, {lead} shared "
+        f"memory ({best[other][THROUGHPUT]:,.0f} in {other} shared memory)")
+    from deploybench.reporting.model_report import _configuration_row
+
+    row = _configuration_row(folder / "README.md")  # the model table's line, as led
+    assert (row["Best offline inf/s"], row["in shared memory"]) == (
+        best[lead][THROUGHPUT], lead)
+    assert row["other shared memory"] == f"{other} {best[other][THROUGHPUT]:,.0f}"
+    if (folder / "native.csv").is_file():
+        ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
+        top = ratio[(ratio["Batch"] == ratio["Batch"].max()) & (ratio[SHARED_MEMORY] == lead)]
+        assert ratio_text(facts).startswith(f"{top['served/native'].iloc[0]:.3g} at batch")
+        assert ratio_text(facts).endswith(f"({lead} shared memory)")
+
+
+def test_a_folder_whose_scenarios_ran_apart_says_so_in_its_headlines(tmp_path):
+    """FastPitch's H200 FP32 folder: offline on a 16-core host, online on a 64-core one of
+    another run; the same folder with online's provenance made offline's is one run."""
+    import shutil
+
+    folder = tmp_path / "h200/ts-trace_fp32"
+    shutil.copytree(ROOT / "results/fastpitch/h200/ts-trace_fp32", folder)
+    offline = json.loads((folder / "offline.json").read_text())["provenance"]
+    online = json.loads((folder / "online.json").read_text())["provenance"]
+    assert (offline["cpus"], online["cpus"]) == (16, 64)
+    facts = headline_of(folder)
+    said = ("offline and online measured apart (2 devices of 2 machines, 2 versions of the "
+            f"code): offline on {offline['device'][:12]} of a 16-core host, code "
+            f"{offline['project']['code'][:8]}; online on {online['device'][:12]} of a "
+            f"64-core host, code {online['project']['code'][:8]}")
+    assert facts["apart"] == said
+    assert f"- **Measured apart**: {said}" in configuration_lines(facts, "deploybench backend")
+    line = model_lines({"h200 ts-trace_fp32": facts})
+    assert line.splitlines()[0].endswith(f"; {said}")
+    assert "its scenarios measured apart" in line.splitlines()[-1]
+    ran = json.loads((folder / "online.json").read_text())
+    (folder / "online.json").write_text(json.dumps({**ran, "provenance": offline}))
+    facts = headline_of(folder)
+    assert facts["apart"] is None
+    assert "apart" not in configuration_lines(facts, "x") + model_lines({"a": facts})

@@ -213,3 +213,57 @@ def test_tensorrt_profiles_are_optimised_for_the_references_batch(model, backend
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     assert options(settings.run(model, "a100", backend, "fp16")).opt_batch_size == opt
+
+
+DOCUMENTS = ROOT.parent / "shared" / "seeds"
+needs_documents = pytest.mark.skipif(not (DOCUMENTS / "INDEX.md").is_file(),
+                                     reason=f"reference documents not at {DOCUMENTS}")
+
+
+def _differences(model: str) -> list[str]:
+    return yaml.safe_load((ROOT / f"config/models/{model}.yaml").read_text())[
+        "reference"]["differences"]
+
+
+@needs_documents
+@pytest.mark.parametrize("model", ["tft", "tft-traffic", "bert", "fastpitch", "widedeep"])
+def test_where_the_pipeline_waits_and_retries_otherwise_than_the_runner_it_says_so(model):
+    """The documents' deploy commands give --load-model-timeout-s (100 or 120 s) and their
+    runner retries a level with longer windows up to 10 times: each model's differences
+    name the document's value beside the pipeline's, read from config.yaml."""
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    document = yaml.safe_load((ROOT / f"config/models/{model}.yaml").read_text())[
+        "reference"]["document"]
+    timeouts = set(re.findall(r"--load-model-timeout-s (\d+)",
+                              (DOCUMENTS / document).read_text(errors="replace")))
+    assert len(timeouts) == 1, timeouts
+    said = [d for d in _differences(model) if "load_timeout_s" in d]
+    assert len(said) == 1
+    assert f"up to {config['server']['load_timeout_s']} s" in said[0]
+    assert f"--load-model-timeout-s {timeouts.pop()}." in said[0]
+    retries = [d for d in _differences(model) if "perf.attempts" in d]
+    assert len(retries) == 1 and f"up to {config['perf']['attempts']} times" in retries[0]
+    assert "up to 10 runs" in retries[0]
+
+
+@needs_documents
+def test_wide_and_deeps_perf_input_and_the_recommenders_samples_are_said():
+    """W&D's runner sends --input-data random, the pipeline its evaluation samples; DLRM's
+    and DCNv2's document benchmarks 262,144 samples, the generated test split holds fewer."""
+    from deploybench.steps.source import PERF_SAMPLES
+
+    text = (DOCUMENTS / "000_ed20038684edc44b.txt").read_text(errors="replace")
+    assert "--input-data random" in text
+    (said,) = [d for d in _differences("widedeep") if "PERF_SAMPLES" in d]
+    assert f"first {PERF_SAMPLES} samples" in said and "--input-data random" in said
+    text = (DOCUMENTS / "003_c41fefe0334b576a.txt").read_text(errors="replace")
+    (published,) = set(re.findall(r"--num-benchmark-samples (\d+)", text))
+    for model in ("dlrm", "dcnv2"):
+        config = yaml.safe_load((ROOT / f"config/models/{model}.yaml").read_text())
+        samples = config["device_overrides"]["gpu"]["ensemble"]["perf_samples"]
+        distinct = config["data"]["generate"]["n_test"]
+        assert samples == int(published) and distinct < samples
+        (said,) = [d for d in _differences(model) if "n_test" in d]
+        assert f"{samples:,} samples" in said
+        assert f"the generated test split has {distinct:,}" in said
+        assert f"cycled {({2: 'twice', 4: 'four times'})[samples // distinct]}" in said

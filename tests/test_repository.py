@@ -14,6 +14,7 @@ from deploybench.backends import BACKENDS, is_ensemble
 from deploybench.config import Settings
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, repository, signature
+from tensorrt_stand_in import StandInTensorRT, stand_in_plan
 
 NGC_SERVER = ["onnxruntime", "python", "pytorch", "tensorflow", "tensorrt"]  # NGC's
 EMBEDDED = ["deploybench", "python"]  # the embedded server's, with the C++ backend built
@@ -289,14 +290,21 @@ def _bert_onnx(path, run):
 @pytest.mark.parametrize("backend, server", [("onnx", ["onnxruntime"]),
                                              ("ort-trt", ["onnxruntime"]),
                                              ("trt", ["tensorrt"]), ("trt", ["python"])])
-def test_per_batch_backends_deploy_once_per_batch_as_the_reference(backend, server, tmp_path):
+def test_per_batch_backends_deploy_once_per_batch_as_the_reference(backend, server, tmp_path,
+                                                                  monkeypatch):
+    import sys
+
     from deploybench.runners.tensorrt import profiles
     from deploybench.single import options
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     run = settings.run("bert", "a30", backend, "fp16")
     artifact = tmp_path / run["artifact"]
-    _bert_onnx(artifact, run)  # a plan's bytes are never read here
+    if server == ["tensorrt"]:  # its config follows the plan's bindings: a stand-in's
+        monkeypatch.setitem(sys.modules, "tensorrt", StandInTensorRT)
+        stand_in_plan(artifact, run["model"]["inputs"], run["model"]["outputs"], "HALF")
+    else:
+        _bert_onnx(artifact, run)  # the python backend's runner reads a plan itself
     served = repository.create(run, artifact, tmp_path / "repo", server)
     assert served == server[0]
     configs = {p.parent.name: triton_config.read(p)
@@ -372,3 +380,49 @@ def test_a_config_is_checked_against_its_onnx_graph(tmp_path):
                                              r"output 'start_logits' is not in the artifact "
                                              r"\(it has: output__0, output__1\)"):
             signature.check(renamed, artifact, "onnxruntime", served_by_us)
+
+
+def test_a_tensorrt_config_declares_what_its_plan_gives_and_a_mismatch_is_refused(
+        tmp_path, monkeypatch):
+    """BERT trt_fp16: TensorRT builds its plan from the FP16 ONNX export, so the plan's
+    outputs are FP16 and Triton's tensorrt backend refuses a config declaring FP32 at load.
+    The config follows the plan (an FP32 plan: FP32), and the check refuses the mismatch by
+    name before any server does."""
+    import json
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorrt", StandInTensorRT)
+    run = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text())).run(
+        "bert", "h100", "trt", "fp16")
+    seq = run["model"]["inputs"][0]["dims"][0]
+    artifact = tmp_path / "model.plan"
+
+    def plan(output_type: str) -> None:
+        stand_in_plan(artifact, run["model"]["inputs"], run["model"]["outputs"], output_type)
+
+    plan("HALF")
+    config = triton_config.model_config("bert", run, "tensorrt", artifact)
+    assert [(o.name, o.data_type) for o in config.output] == \
+        [("output__0", mc.TYPE_FP16), ("output__1", mc.TYPE_FP16)]
+    assert [i.data_type for i in config.input] == [mc.TYPE_INT32] * 3
+    signature.check(config, artifact, "tensorrt", served_by_us=False)
+    declared_fp32 = triton_config.model_config("bert", run, "tensorrt")  # as it was
+    with pytest.raises(ValueError, match=r"output 'output__0' is FP16 in the artifact, the "
+                                         r"config declares FP32; output 'output__1' is FP16"):
+        signature.check(declared_fp32, artifact, "tensorrt", served_by_us=False)
+    assert repository.create(run, artifact, tmp_path / "repo", NGC_SERVER) == "tensorrt"
+    written = sorted((tmp_path / "repo").glob("*/config.pbtxt"))
+    assert len(written) == len(run["model"]["offline"]["batch_sizes"])  # one a batch size
+    for path in written:
+        assert {o.data_type for o in triton_config.read(path).output} == {mc.TYPE_FP16}
+    plan("FLOAT")  # an FP32 plan: FP32 declared, and the FP16 config refused
+    assert {o.data_type for o in triton_config.model_config(
+        "bert", run, "tensorrt", artifact).output} == {mc.TYPE_FP32}
+    with pytest.raises(ValueError, match=r"output 'output__0' is FP32 in the artifact, the "
+                                         r"config declares FP16"):
+        signature.check(config, artifact, "tensorrt", served_by_us=False)
+    artifact.write_text(json.dumps({"input__0": ["INPUT", "HALF", [-1, seq]],
+                                    "output__0": ["OUTPUT", "HALF", [-1, seq]]}))
+    with pytest.raises(ValueError, match=r"tensorrt backend cannot serve the TensorRT plan of "
+                                         r"'bert' as it is: it takes input__0 as FP16"):
+        triton_config.model_config("bert", run, "tensorrt", artifact)

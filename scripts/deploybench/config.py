@@ -27,7 +27,7 @@ from .backends import (
 )
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
-from .run_facts import shared_memory_modes
+from .run_facts import protocol, scenario_modes, shared_memory_modes, window
 from .step_specs import OFFLINE_ENSEMBLE, STORE_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,6 +142,7 @@ class Settings:
         validate(config, "config.schema.yaml", "main config")
         self._runs: dict[tuple[str, str, str, str], dict] = {}
         self._merged: dict[tuple[str, str, str | None], dict] = {}
+        self._protocols: dict[str, dict] = {}  # by model: Settings.document_protocol
         self.config = config
         self.root = Path(root)
         server = config["server"]
@@ -189,11 +190,49 @@ class Settings:
         return models
 
     def reference(self, model: str) -> dict | None:
-        """The model's published reference rows (table path resolved), if it has them."""
+        """The model's published reference rows (table path resolved), if it has them, and
+        how its document measured (`protocol`: document_protocol; not for a model without
+        pairs, dlrm-large)."""
         ref = self.models[model].get("reference")
         if not ref:
             return None
-        return {**ref, "path": str(self._path(ref["table"]))}
+        ref = {**ref, "path": str(self._path(ref["table"]))}
+        if ref.get("pairs") and model not in self._protocols:
+            self._protocols[model] = self.document_protocol(model, ref)
+        return {**ref, "protocol": self._protocols[model]} if ref.get("pairs") else ref
+
+    def document_protocol(self, model: str, ref: dict) -> dict:
+        """How a reference document measured, as this pipeline runs it on a GPU key of the
+        document's tables (its first pair's run): each scenario's perf_analyzer settings as
+        a measurement records them, the Triton settings and, by configuration, the precision
+        its export is written in (reporting.protocol holds measurements to it)."""
+        from .tables import published_gpus, reference_rows  # pandas: not when planning
+
+        rows = reference_rows(Path(ref["path"]), ref["document"], ref.get("where", {}))
+        gpu = sorted({g for gpus in published_gpus(rows).values() for g in gpus})[0]
+        run = self.run(model, gpu, *next(iter(ref["pairs"].values())).rsplit("_", 1))
+        recorded = {}
+        for scenario in ("offline", "online"):
+            mode, interval_ms, count = window(run, scenario)
+            settings = run["model"][scenario]
+            recorded[scenario] = {
+                "protocol": protocol(run, scenario), "measurement_mode": mode,
+                "measurement_interval_ms": interval_ms, "measurement_request_count": count,
+                "warmup_windows": settings.get("warmup_windows", 0),
+                "warmup_levels": settings.get("warmup_levels"),
+                "shared_memory": scenario_modes(settings, scenario)[:1]}
+        exports = {}
+        for backend in self.models[model]["backends"]:
+            for precision in PRECISIONS:
+                try:
+                    exports[f"{backend}_{precision}"] = self.export_precision(
+                        model, gpu, backend, precision)
+                except ConfigError:  # a precision the format cannot export: none measured
+                    continue
+        triton = run["model"]["triton"]
+        return {**recorded, "export_precision": exports, "triton": {
+            k: triton[k] for k in ("max_batch_size", "instances", "max_queue_delay_us",
+                                   "preferred_batch_sizes")}}
 
     def check_key(self, model: str, gpu: str, backend: str, precision: str) -> None:
         _choice("model", model, self.models)

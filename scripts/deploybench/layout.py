@@ -58,6 +58,11 @@ SEARCH = f"{CONFIGURATION}/search"
 SEARCH_POINT = f"{SEARCH}/{{point}}"
 # A dated measurement set's description (results/<model>/<gpu>/<name>-<date>/NOTES.md)
 SET_NOTES = "NOTES.md"
+# The passes of a side-by-side run (scripts/machines/two_gpus.sh), folders of a dated set:
+# `together/` measured while another configuration ran on the host's other GPU, `alone/`
+# and `again/` the same steps with nothing beside them
+BESIDE_A_NEIGHBOUR = "together"
+SET_PASSES = (BESIDE_A_NEIGHBOUR, "alone", "again")
 # The installed packages a measurement ran with, by the hash its provenance records
 PACKAGES = "results/packages/{sha}.txt"
 
@@ -176,12 +181,28 @@ def history_copies(path: str | Path) -> dict[str, Path]:
 
 def configuration_of(folder: Path) -> dict[str, str]:
     """model, gpu, backend, precision and the folder's name (`<backend>_<precision>`) of a
-    configuration folder, `<model>/<gpu>/<configuration>` or one kept in a dated set,
-    `<model>/<gpu>/<set>/<configuration>` (then "set": the set's name, else "")."""
+    configuration folder, `<model>/<gpu>/<configuration>`, one kept in a dated set,
+    `<model>/<gpu>/<set>/<configuration>`, or in a pass of one (SET_PASSES),
+    `<model>/<gpu>/<set>/<pass>/<configuration>` (then "set": `<set>` or `<set>/<pass>`,
+    else "")."""
     folder = Path(folder).absolute()
     backend, precision = folder.name.rsplit("_", 1)
-    kept = (folder.parent / SET_NOTES).is_file()
-    return {"model": folder.parents[2 if kept else 1].name,
-            "gpu": folder.parents[1 if kept else 0].name, "backend": backend,
-            "precision": precision, "name": folder.name,
-            "set": folder.parent.name if kept else ""}
+    depth = next((d for d in (1, 2) if (folder.parents[d - 1] / SET_NOTES).is_file()
+                  and (d == 1 or folder.parent.name in SET_PASSES)), 0)
+    return {"model": folder.parents[depth + 1].name, "gpu": folder.parents[depth].name,
+            "backend": backend, "precision": precision, "name": folder.name,
+            "set": "/".join(p.name for p in reversed(folder.parents[:depth]))}
+
+
+def set_configurations(kept: Path) -> list[Path]:
+    """The configuration folders of a dated set: `<set>/<configuration>` and those of its
+    passes, `<set>/<pass>/<configuration>`."""
+    return sorted(p for pattern in ("*_*", *(f"{n}/*_*" for n in SET_PASSES))
+                  for p in Path(kept).glob(pattern) if p.is_dir())
+
+
+def beside_a_neighbour(folder: Path) -> bool:
+    """Whether a configuration was measured while another ran on the same host: kept in
+    a side-by-side run's `together/` pass."""
+    return Path(folder).parent.name == BESIDE_A_NEIGHBOUR \
+        and (Path(folder).parents[1] / SET_NOTES).is_file()

@@ -1,9 +1,13 @@
 """Facts of a resolved run (config.Settings.run) that rules, steps and reports ask alike:
-whether it is measured online, in which shared-memory modes offline, how it warms up."""
+whether it is measured online, in which shared-memory modes, how it warms up, how
+perf_analyzer windows and reaches the server."""
 
 from __future__ import annotations
 
+import math
+
 from .backends import is_ensemble
+from .tail import KEPT_WINDOWS
 
 # The warm-up's levels where a scenario names none: its largest batch at its highest
 # concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).
@@ -40,3 +44,26 @@ def shared_memory_modes(offline: dict) -> list[str]:
     """The offline scenario's shared-memory modes, in the order they are measured."""
     modes = offline.get("shared_memory", "system")
     return [modes] if isinstance(modes, str) else list(modes)
+
+
+def scenario_modes(settings: dict, scenario: str) -> list[str]:
+    """A scenario's shared-memory modes: offline its settings', online none (its requests
+    carry their tensors, as the references' online runners sent them)."""
+    return shared_memory_modes(settings) if scenario == "offline" else ["none"]
+
+
+def window(run: dict, scenario: str) -> tuple[str, int, int]:
+    """The scenario's measurement mode, interval (ms) and request count: the model's
+    scenario settings over the run's perf settings. Online, whose every request's tail is
+    read, counts at least perf.min_requests over the three windows perf_analyzer keeps."""
+    settings, perf = run["model"][scenario], run["perf"]
+    count = settings["measurement_request_count"]
+    if scenario == "online":
+        count = max(count, math.ceil(perf.get("min_requests", 0) / KEPT_WINDOWS))
+    return (settings.get("measurement_mode", perf["measurement_mode"]),
+            settings.get("measurement_interval_ms", perf["measurement_interval_ms"]), count)
+
+
+def protocol(run: dict, scenario: str) -> str:
+    """gRPC offline and HTTP online unless the model's scenario says otherwise."""
+    return run["model"][scenario].get("protocol", "grpc" if scenario == "offline" else "http")

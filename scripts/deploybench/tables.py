@@ -23,6 +23,19 @@ LATENCY_COLUMNS = [
 COMPONENTS = LATENCY_COLUMNS[:7]
 THROUGHPUT = "Inferences/Second"
 SHARED_MEMORY = "Shared memory"  # system, cuda, or none (inputs in the requests)
+# The modes the reference documents measured in: system shared memory, or none (FastPitch's
+# inputs in its HTTP requests). No document used CUDA shared memory: a figure in it stands
+# beside the comparable one, never in its place.
+REFERENCE_MODES = ("system", "none")
+
+
+def lead_mode(modes) -> str:
+    """The shared-memory mode a table's figures lead with: the first of REFERENCE_MODES it
+    measured, else (CUDA shared memory alone) its first."""
+    modes = list(dict.fromkeys(modes))
+    if not modes:
+        raise ValueError("no shared-memory mode: the table has no rows")
+    return next((m for m in REFERENCE_MODES if m in modes), modes[0])
 # The reference documents' "avg latency" is this sum (their runners add the components),
 # perf_analyzer's own average (avg latency) is measured end to end: both are kept.
 COMPONENT_SUM = "sum of components (ms)"

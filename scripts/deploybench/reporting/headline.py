@@ -16,7 +16,8 @@ import pandas as pd
 
 from ..deployments import gpu_count
 from ..measurement import host_load, provenance
-from ..tables import SHARED_MEMORY, STABLE, THROUGHPUT, read_perf
+from ..tables import SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
+from .scenario_sources import measured_apart
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
 
 NOT_MEASURED = "not measured"
@@ -54,17 +55,22 @@ def _level(row: pd.Series) -> dict:
 
 
 def _peak(csv: Path | None) -> dict | None:
-    """A scenario's fastest row: throughput, batch, concurrency, mode, p99 and whether
-    its level ran beside other load; None where the scenario has no table."""
+    """A scenario's fastest row in the mode its figures lead with (tables.lead_mode: a
+    reference's where measured): throughput, batch, concurrency, mode, p99 and whether its
+    level ran beside other load; the other modes' fastest beside it (`others`); None where
+    the scenario has no table."""
     if not csv or not Path(csv).is_file():
         return None
     table = read_perf(csv)
     if table.empty:
         return None
-    row = table.loc[table[THROUGHPUT].idxmax()]
+    mode = lead_mode(table[SHARED_MEMORY])
+    row = table.loc[table[table[SHARED_MEMORY] == mode][THROUGHPUT].idxmax()]
+    others = table[table[SHARED_MEMORY] != mode].groupby(SHARED_MEMORY, sort=True)[THROUGHPUT]
     return {"throughput": float(row[THROUGHPUT]), "batch": int(row["Batch"]),
-            "concurrency": int(row["Concurrency"]), "shared_memory": row[SHARED_MEMORY],
+            "concurrency": int(row["Concurrency"]), "shared_memory": mode,
             "modes": table[SHARED_MEMORY].nunique(), "p99_ms": float(row["p99 latency (ms)"]),
+            "others": {m: float(v) for m, v in others.max().items()},
             "contended": host_load.contended(report_of(csv), _level(row)),
             "unstable": not pd.isna(row[STABLE]) and not bool(row[STABLE])}
 
@@ -139,7 +145,7 @@ def configuration_headline(offline: Path, online: Path | None = None,
                (("offline", offline), ("online", online), ("native", native)) if csv}
     return {"offline": _peak(offline), "online": _peak(online), "rate": _rate(rate_json),
             "served_native": _ratio(offline, native), "accuracy": _accuracy(accuracy),
-            "host": _host(reports),
+            "host": _host(reports), "apart": measured_apart(Path(offline).parent),
             "served_by": served_by(reports["offline"].get("provenance", {}), notes=False),
             "gpus": gpu_count(reports["offline"].get("triton", {}))}
 
@@ -153,11 +159,14 @@ def _inferences(peak: dict, gpus: int = 1) -> str:
 
 
 def offline_text(facts: dict) -> str:
+    """The best offline figure in the mode the references used, the other modes' beside."""
     peak = facts["offline"]
     if not peak:
         return NOT_MEASURED
     mode = f", {peak['shared_memory']} shared memory" if peak["modes"] > 1 else ""
-    return f"{_inferences(peak, facts.get('gpus', 1))} at batch {peak['batch']}{mode}"
+    others = "".join(f" ({v:,.0f} in {m} shared memory)"
+                     for m, v in peak.get("others", {}).items())
+    return f"{_inferences(peak, facts.get('gpus', 1))} at batch {peak['batch']}{mode}{others}"
 
 
 def online_text(facts: dict) -> str:
@@ -235,7 +244,8 @@ def configuration_lines(facts: dict, backend: str) -> str:
         f"- **Served/native** at the largest batch: {ratio_text(facts)}",
         f"- **Accuracy** against the source model: {accuracy_text(facts)}",
         f"- **Host**: {host_text(facts)}",
-        f"- **Served by**: {backend}"])
+        f"- **Served by**: {backend}",
+        *([f"- **Measured apart**: {facts['apart']}"] if facts.get("apart") else [])])
 
 
 def model_lines(headlines: dict[str, dict]) -> str:
@@ -247,6 +257,7 @@ def model_lines(headlines: dict[str, dict]) -> str:
              + (f"rate {rate_text(f)}; " if f.get("rate") else "")
              + f"served/native {ratio_text(f)}; accuracy {accuracy_text(f, detail=False)}; "
              f"{host_short(f)}; {f['served_by']}"
+             + (f"; {f['apart']}" if f.get("apart") else "")
              for label, f in headlines.items()]
     fastest = []
     for scenario in ("offline", "online"):
@@ -254,8 +265,11 @@ def model_lines(headlines: dict[str, dict]) -> str:
         if measured:
             label = max(measured, key=lambda k: measured[k]["throughput"])
             peak = measured[label]
+            notes = [f"{peak['shared_memory']} shared memory"] if peak["modes"] > 1 else []
+            notes += ["host contended"] if peak["contended"] else []
+            notes += ["its scenarios measured apart"] if headlines[label].get("apart") else []
             fastest.append(f"{scenario} **{label}** ({peak['throughput']:,.0f} inf/s"
-                           + (", host contended)" if peak["contended"] else ")"))
+                           + "".join(f", {n}" for n in notes) + ")")
         else:
             fastest.append(f"{scenario} {NOT_MEASURED}")
     return "\n".join([*lines, "- Fastest " + "; fastest ".join(fastest)])

@@ -15,7 +15,15 @@ from .. import search as configuration_search
 from ..backends import export_precision
 from ..cluster import CPU_KEY
 from ..measurement import provenance
-from ..tables import SHARED_MEMORY, THROUGHPUT, published_gpus, reference_rows
+from ..tables import (
+    SHARED_MEMORY,
+    THROUGHPUT,
+    lead_mode,
+    published_gpus,
+    read_perf,
+    reference_rows,
+)
+from .beside import NOT_A_REPRODUCTION, columns_beside, hardware_section, otherwise_section
 from .headline import configuration_headline, model_lines
 from .markdown import markdown_table
 from .plots import frontier_plot
@@ -28,6 +36,7 @@ from .reference import (
     reference_settings,
     sets_beside,
 )
+from .scenario_sources import measured_apart
 from .served_native import at_max_batch, served_vs_native
 
 
@@ -39,11 +48,12 @@ def dated_sets_table(out: Path) -> pd.DataFrame:
         notes = folder / layout.SET_NOTES
         title = notes.read_text().splitlines()[0].lstrip("# ").strip()
         where = notes.relative_to(Path(out).parent)
-        configs = sorted(c for c in folder.glob("*_*")
-                         if any((c / f"{s}.csv").is_file() for s in ("offline", "online")))
+        configs = [c for c in layout.set_configurations(folder)
+                   if any((c / f"{s}.csv").is_file() for s in ("offline", "online"))]
         for config in configs or [None]:
             row = {"GPU": folder.parent.name, "Set": f"[{folder.name}]({where})",
-                   "What": title, "Configuration": config.name if config else "",
+                   "What": title,
+                   "Configuration": config.relative_to(folder).as_posix() if config else "",
                    "Best offline inf/s": None, "Online max inf/s": None}
             for scenario, column in (("offline", "Best offline inf/s"),
                                      ("online", "Online max inf/s")):
@@ -131,9 +141,10 @@ CPU_BESIDE = (" The `cpu` columns ran on the CPU key (the host's CPUs, named in 
 
 
 SERVED_OTHERWISE = (" A `<gpu> <set>/<configuration>` column is the configuration of that "
-                    "name measured as its folder's was, from the newest dated set that did: "
-                    "served another way (`served by`) on the folder's GPU key, or on a key "
-                    "with no folder of that name.")
+                    "name measured as its folder's was, from the newest dated set that did "
+                    "(one measured alone before any measured beside a neighbour, a "
+                    "`together/` pass): served another way (`served by`) on the folder's GPU "
+                    "key, or on a key with no folder of that name.")
 
 
 def _in_sets(configs: list[Path]) -> bool:
@@ -147,11 +158,13 @@ def _on_cpu(configs: list[Path]) -> bool:
 def _configuration_row(readme: Path) -> dict:
     """A configuration's line of the model report's table."""
     folder = readme.parent
-    offline = pd.read_csv(folder / "offline.csv")
+    offline = read_perf(folder / "offline.csv")
     # a configuration without an online scenario (run_facts.serves_online) has no online.csv
     online = (pd.read_csv(folder / "online.csv") if (folder / "online.csv").is_file()
               else pd.DataFrame({THROUGHPUT: []}))
-    best = offline.loc[offline[THROUGHPUT].idxmax()]
+    mode = lead_mode(offline[SHARED_MEMORY])  # the references' mode first, the others beside
+    best = offline.loc[offline[offline[SHARED_MEMORY] == mode][THROUGHPUT].idxmax()]
+    others = offline[offline[SHARED_MEMORY] != mode].groupby(SHARED_MEMORY)[THROUGHPUT].max()
     where = layout.configuration_of(folder)
     gpu, config = where["gpu"], where["name"]
     try:
@@ -164,11 +177,14 @@ def _configuration_row(readme: Path) -> dict:
         "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
         "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),
         "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
+        "in shared memory": mode,
+        "other shared memory": ", ".join(f"{m} {v:,.0f}" for m, v in others.items()),
         "Smallest offline batch": int(offline["Batch"].min()),
         "its avg latency (ms)": offline.loc[offline["Batch"].idxmin(), "avg latency (ms)"],
         "Online max inf/s": online[THROUGHPUT].max() if len(online) else None,
         "served/native at max batch": ratio["served/native"],
         "its shared memory": ratio[SHARED_MEMORY],
+        "Scenarios measured": "apart (headline)" if measured_apart(folder) else "in one run",
     }
 
 
@@ -177,16 +193,19 @@ FRONTIER_SECTION = (
     "\n\n## Throughput against latency\n\nEach configuration's offline sweep (a point per "
     "batch) and online sweep (a point per concurrency) against p99 and average latency, per "
     "GPU key; dashed, the published tables of the same GPU, or, beside a GPU key without any "
-    "(an H100), every published table, labelled with its GPU.\n\n{plots}")
+    "(an H100), every published table, labelled with its GPU. A GPU configuration measured "
+    "otherwise than its document's protocol is not drawn (a section below names it).\n\n"
+    "{plots}")
 
 
 def _frontier_section(configs: list[Path], spec: dict, out: Path, offline_frontier: Path,
-                      online_frontier: Path) -> str:
-    """The frontier plots (drawn here) and their section."""
+                      online_frontier: Path, beside: list[Path] | None) -> str:
+    """The frontier plots (drawn here) and their section; the published tables drawn beside
+    the GPU keys of the columns measured as the document did (`beside`)."""
     pngs = (("offline", offline_frontier), ("online", online_frontier))
     for scenario, png in pngs:
-        frontier_plot(frontier_lines(configs, spec.get("reference"), scenario), scenario,
-                      spec["title"], png)
+        frontier_plot(frontier_lines(configs, spec.get("reference"), scenario, beside),
+                      scenario, spec["title"], png)
     return FRONTIER_SECTION.format(plots="\n\n".join(
         f"![{s} frontier]({Path(png).relative_to(Path(out).parent)})" for s, png in pngs))
 
@@ -242,7 +261,7 @@ def _beside_the_reference(configs: list[Path], reference: dict) -> str:
                              reference["document"])
     narrowed = "".join(f", {k} {v}" for k, v in where.items())
     source = (f"Reference rows: `{reference['table']}` (parsed from {document})"
-              f"{narrowed}.{CPU_BESIDE if _on_cpu(configs) else ''}"
+              f"{narrowed}. {NOT_A_REPRODUCTION}{CPU_BESIDE if _on_cpu(configs) else ''}"
               f"{SERVED_OTHERWISE if _in_sets(configs) else ''}\n\n")
     text = ""
     for scenario in ("offline", "online"):
@@ -288,13 +307,21 @@ def model_page(spec: dict, configs: list[Path], out: Path, offline_frontier: Pat
     reference = spec.get("reference")
     table = pd.DataFrame([_configuration_row(readme) for readme in configs])
     dated = dated_sets_table(out)
-    # beside the published tables, each configuration's other ways of serving and machines
-    beside = configs + sets_beside(configs, layout.dated_sets(out))
     lines = model_lines(configuration_headlines(configs)) + _dated_line(dated)
+    beside, otherwise = reference_columns(configs, out, reference) if reference else (None, {})
     return lines, PAGE.format(
         title=spec["title"], headline=lines, model=spec["model"],
         configurations=markdown_table(table) if configs else "Nothing built yet.",
-        frontier=_frontier_section(configs, spec, out, offline_frontier, online_frontier),
+        frontier=_frontier_section(configs, spec, out, offline_frontier, online_frontier,
+                                   beside),
         kept_apart=_kept_apart_sections(out, dated),
-        reference=_about_the_reference(beside, reference)
-        + _beside_the_reference(beside, reference) if reference else "")
+        reference=_about_the_reference(beside, reference) + hardware_section(beside, reference)
+        + otherwise_section(otherwise) + _beside_the_reference(beside, reference)
+        if reference else "")
+
+
+def reference_columns(configs: list[Path], out: Path, reference: dict) -> tuple[list, dict]:
+    """The columns beside the published tables (beside.columns_beside: those measured as
+    the document did) of the configurations and their other ways of serving and machines
+    (the dated sets': sets_beside), and the others with how each differs."""
+    return columns_beside(configs + sets_beside(configs, layout.dated_sets(out)), reference)

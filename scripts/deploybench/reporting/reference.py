@@ -18,11 +18,13 @@ from ..tables import (
     SERVED_BY,
     SHARED_MEMORY,
     THROUGHPUT,
+    lead_mode,
     read_perf,
     reference_rows,
     reference_series,
 )
-from .markdown import shared_memory, warm_up, windows
+from .protocol import SETTINGS, scenarios_ran, setting_text
+from .scenario_sources import measured_apart
 
 
 def configuration_label(folder: Path) -> str:
@@ -39,20 +41,13 @@ def _served_by(folder: Path) -> tuple:
         else ()
 
 
-def _scenarios_ran(folder: Path) -> dict:
-    """What a configuration folder's scenario JSONs recorded, offline and online, by scenario
-    (those it holds)."""
-    return {scenario: json.loads(path.read_text()) for scenario in ("offline", "online")
-            if (path := folder / f"{scenario}.json").is_file()}
-
-
 def _measured_as(folder: Path) -> dict:
     """What must agree for two measurements of a configuration to stand side by side, by
     scenario measured: how perf_analyzer measured (how many warm-up windows aside: discarded,
     and recorded only since 2026-11-28), the Triton settings and the export's precision."""
     return {scenario: ({k: v for k, v in ran["perf_analyzer_settings"].items()
                         if k != "warmup_trials"}, ran["triton"], export_precision(ran))
-            for scenario, ran in _scenarios_ran(folder).items()}
+            for scenario, ran in scenarios_ran(folder).items()}
 
 
 def _alike(one: dict, other: dict) -> bool:
@@ -63,21 +58,24 @@ def _alike(one: dict, other: dict) -> bool:
 
 def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
     """Beside each configuration folder (its README in `configs`), the newest configuration
-    of the dated `sets` of the same name that measured it as the folder did (_measured_as),
-    for each GPU key and way of serving: on the folder's own key, each way other than the
-    folder's (the python backend's side of a reference pair the C++ backend serves); on a
-    key with no folder of that name, every way (a pair's side measured on another machine).
-    Their (unbuilt) README paths, as `configs` name configurations."""
+    of the dated `sets` (or of their passes: layout.set_configurations) of the same name
+    that measured it as the folder did (_measured_as), for each GPU key and way of serving:
+    on the folder's own key, each way other than the folder's (the python backend's side
+    of a reference pair the C++ backend serves); on a key with no folder of that name, every
+    way (a pair's side measured on another machine). One measured alone comes before any
+    measured beside a neighbour (layout.beside_a_neighbour), whatever their dates. Their
+    (unbuilt) README paths, as `configs` name configurations."""
     folders = {(layout.configuration_of(r.parent)["gpu"], r.parent.name) for r in configs}
-    newest: dict[tuple, tuple[str, Path]] = {}
+    kept = [c for s in sets for c in layout.set_configurations(s)]
+    best: dict[tuple, tuple[tuple, Path]] = {}
     for readme in configs:
         folder = readme.parent
         if not (folder / "offline.json").is_file():
             continue
         own, gpu = _served_by(folder), layout.configuration_of(folder)["gpu"]
         measured = _measured_as(folder)
-        for kept in sets:
-            other, key = kept / folder.name, kept.parent.name
+        for other in (c for c in kept if c.name == folder.name):
+            key = layout.configuration_of(other)["gpu"]
             if not (other / "offline.json").is_file() or \
                     (key != gpu and (key, folder.name) in folders):
                 continue
@@ -86,10 +84,11 @@ def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
                     not _alike(_measured_as(other), measured):
                 continue
             date = json.loads((other / "offline.json").read_text())["provenance"]["date"]
+            rank = (not layout.beside_a_neighbour(other), date)
             slot = (key, folder.name, way)  # one a key, name and way: folders may share it
-            if slot not in newest or date > newest[slot][0]:
-                newest[slot] = (date, other / "README.md")
-    return sorted(readme for _, readme in newest.values())
+            if slot not in best or rank > best[slot][0]:
+                best[slot] = (rank, other / "README.md")
+    return sorted(readme for _, readme in best.values())
 
 
 # What tells the reference result tables of one document apart (the label of a column).
@@ -124,10 +123,13 @@ def _measured(configs: list[Path], scenario: str):
         if not (folder / f"{scenario}.csv").is_file():
             continue
         measured = read_perf(folder / f"{scenario}.csv")
-        for mode, rows in measured.groupby(SHARED_MEMORY, sort=False):
+        lead = lead_mode(measured[SHARED_MEMORY])  # the references' mode first
+        for mode, rows in sorted(measured.groupby(SHARED_MEMORY, sort=False),
+                                 key=lambda group: group[0] != lead):
             notes = [] if mode in ("system", "none") else [f"{mode} shm"]
             served = rows[SERVED_BY].dropna().unique() if SERVED_BY in rows else []
             notes += [f"served by {', '.join(map(str, served))}"] if len(served) else []
+            notes += ["scenarios measured apart"] if measured_apart(folder) else []
             yield gpu, configuration_label(folder) + (
                 f" ({'; '.join(notes)})" if notes else ""), rows
 
@@ -157,54 +159,6 @@ def reference_latencies(configs: list[Path], reference_csv: Path, document: str,
     return table[[*keys, "Configuration", *columns]].reset_index(drop=True)
 
 
-def _perf_settings_of(scenario: str) -> dict:
-    """How perf_analyzer measured a scenario: the published tables do not say (their
-    documents' runners did, and the online runners differ from the offline ones)."""
-    return {f"{key}_{scenario}": (
-                f"{name} ({scenario})", scenario,
-                lambda ran, backend, read=read: read(ran["perf_analyzer_settings"]))
-            for key, name, read in (
-                ("protocol", "Protocol", lambda measured: measured.get("protocol", "").upper()),
-                ("shared_memory", "Shared memory", shared_memory),
-                ("windows", "Windows", windows),
-                ("warm_up", "Warm-up", warm_up))}
-
-
-# The published settings of a series (reference column) and ours, from what a
-# configuration's scenario JSONs recorded (and its backend): setting -> (row, scenario, read).
-_SETTINGS = {
-    "max_batch_size": ("Max batch size", "offline",
-                       lambda ran, backend: ran["triton"]["max_batch_size"]),
-    "number_of_model_instances": ("Number of model instances", "offline",
-                                  lambda ran, backend: ran["triton"]["instances"]),
-    "triton_max_queue_delay": ("Triton max queue delay (us)", "offline",
-                               lambda ran, backend: ran["triton"]["max_queue_delay_us"]),
-    "triton_preferred_batch_sizes": (
-        "Triton preferred batch sizes", "offline",
-        lambda ran, backend: " ".join(map(str, ran["triton"]["preferred_batch_sizes"]))),
-    "request_count": (
-        "Request count (offline)", "offline",
-        lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")
-        if ran["perf_analyzer_settings"].get("measurement_mode") != "time_windows" else None),
-    "export_precision": ("Export precision", "offline",
-                         lambda ran, backend: export_precision(ran).upper()),
-    "nvidia_tensorrt_capture_cuda_graph": (
-        "TensorRT CUDA graphs", "offline",
-        lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")
-        if backend.endswith("trt") else None),
-    **_perf_settings_of("offline"),
-    **_perf_settings_of("online"),
-}
-
-
-def _setting(value) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)) or value in ("-", "None"):
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 def reference_settings(configs: list[Path], reference_csv: Path, document: str,
                        where: dict) -> pd.DataFrame:
     """The settings each published table states (series with the same settings in one
@@ -213,18 +167,18 @@ def reference_settings(configs: list[Path], reference_csv: Path, document: str,
     ref = _reference_rows(reference_csv, document, where, "offline")
     columns: dict[str, list[str]] = {}
     for series, rows in ref.groupby(_REFERENCE_SERIES, sort=True, dropna=False):
-        values = tuple(_setting(rows[c].iloc[0]) if c in rows else "" for c in _SETTINGS)
+        values = tuple(setting_text(rows[c].iloc[0]) if c in rows else "" for c in SETTINGS)
         columns.setdefault(values, []).append(_series_label(series).removesuffix(" (reference)"))
-    table = pd.DataFrame({"Setting": [name for name, _, _ in _SETTINGS.values()]})
+    table = pd.DataFrame({"Setting": [name for name, _, _ in SETTINGS.values()]})
     for values, labels in columns.items():
         table[", ".join(labels) + " (reference)"] = values
     for readme in configs:
         folder = readme.parent
         where = layout.configuration_of(folder)
-        ran = _scenarios_ran(folder)
+        ran = scenarios_ran(folder)
         table[configuration_label(folder)] = [
-            _setting(read(ran[scenario], where["backend"])) if scenario in ran else ""
-            for _, scenario, read in _SETTINGS.values()]
+            setting_text(read(ran[scenario], where["backend"])) if scenario in ran else ""
+            for _, scenario, read in SETTINGS.values()]
     return table
 
 
@@ -257,6 +211,8 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
     value) at the same batch size and concurrency."""
     keys = ["Batch", "Concurrency"]
     ref = _reference_rows(reference_csv, document, where, scenario)
+    if ref.empty:  # nothing published in this scenario (BERT's online): nothing beside
+        return pd.DataFrame()
     table = None
     for _, label, rows in _measured(configs, scenario):
         ours = rows[[*keys, THROUGHPUT]].rename(columns={THROUGHPUT: label})
@@ -270,15 +226,20 @@ def reference_comparison(configs: list[Path], reference_csv: Path, document: str
     return table.sort_values(keys)
 
 
-def frontier_lines(configs: list[Path], reference: dict | None, scenario: str) -> list:
+def frontier_lines(configs: list[Path], reference: dict | None, scenario: str,
+                   beside: list[Path] | None = None) -> list:
     """The lines of a scenario's frontier plot (plots.frontier_plot): each configuration's
     rows per shared-memory mode (`avg latency (ms)` the sum of components, as the published
     tables have it); beside a GPU key's, its published tables, or where it has none (an
-    H100) every published table, labelled with its GPU."""
+    H100) every published table, labelled with its GPU. With `beside` (the columns measured
+    as the document did), a GPU configuration not among them is left out: no published line
+    is drawn beside it."""
     order = "Batch" if scenario == "offline" else "Concurrency"
+    drawn = [c for c in configs if beside is None or Path(c) in set(map(Path, beside))
+             or layout.configuration_of(Path(c).parent)["gpu"] == CPU_KEY]
     lines = [(gpu, label, False,
               rows.assign(**{"avg latency (ms)": rows[COMPONENT_SUM]}).sort_values(order))
-             for gpu, label, rows in _measured(configs, scenario)]
+             for gpu, label, rows in _measured(drawn, scenario)]
     if not reference:
         return lines
     ref = _reference_rows(Path(reference["path"]), reference["document"],

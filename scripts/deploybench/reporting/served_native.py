@@ -10,7 +10,14 @@ from pathlib import Path
 import pandas as pd
 
 from ..measurement import host_load, provenance
-from ..tables import DEVICE_THROUGHPUT, SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf
+from ..tables import (
+    DEVICE_THROUGHPUT,
+    SERVED_BY,
+    SHARED_MEMORY,
+    THROUGHPUT,
+    lead_mode,
+    read_perf,
+)
 from .markdown import markdown_table
 
 # Which side of a row ran under contention (host_load.contended): "", served, native, both
@@ -105,6 +112,8 @@ def served_vs_native_table(offline_csv: Path, native_csv: Path) -> str:
 
 
 def at_max_batch(ratio: pd.DataFrame) -> pd.Series:
-    """The row of the largest batch, of the mode served fastest there."""
+    """The row of the largest batch, in the mode the figures lead with (tables.lead_mode:
+    a reference's, where measured)."""
     top = ratio[ratio["Batch"] == ratio["Batch"].max()]
+    top = top[top[SHARED_MEMORY] == lead_mode(top[SHARED_MEMORY])]
     return top.loc[top[f"{THROUGHPUT} served"].idxmax()]

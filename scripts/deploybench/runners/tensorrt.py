@@ -22,6 +22,29 @@ def _tensorrt():
     return tensorrt
 
 
+# TensorRT's data types (DataType names) as Triton names them
+TRITON_TYPES = {"FLOAT": "FP32", "HALF": "FP16", "BF16": "BF16", "INT8": "INT8",
+                "INT32": "INT32", "INT64": "INT64", "BOOL": "BOOL", "UINT8": "UINT8"}
+
+
+def plan_tensors(path: Path) -> tuple[dict, dict]:
+    """A plan's input and output bindings as Triton's tensorrt backend reads them when it
+    loads the plan: name -> (Triton data type, dims with the batch, -1 where dynamic)."""
+    trt = _tensorrt()
+    runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+    engine = runtime.deserialize_cuda_engine(Path(path).read_bytes())
+    if engine is None:
+        raise RuntimeError(f"TensorRT could not deserialize the plan {path}")
+    inputs, outputs = {}, {}
+    for i in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(i)
+        dtype = engine.get_tensor_dtype(name).name
+        side = inputs if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs
+        side[name] = (TRITON_TYPES.get(dtype, f"TensorRT type {dtype}"),
+                      [int(d) for d in engine.get_tensor_shape(name)])
+    return inputs, outputs
+
+
 def profiles(options: Options) -> list[tuple[int, int, int]]:
     """The plan's optimisation profiles as (min, opt, max) batch sizes: one from 1 through
     `opt_batch_size` to the max batch size, or one fixed at each of `fixed_batches` (reference

@@ -56,23 +56,30 @@ def dynamic_batching(run: dict) -> mc.ModelDynamicBatching | None:
                                    max_queue_delay_microseconds=triton["max_queue_delay_us"])
 
 
-def _onnx_interface(run: dict, artifact: Path | None) -> tuple[list[dict], list[dict]]:
-    """The inputs and outputs Triton's onnxruntime backend sees, which serves the graph as
-    it is: an exported graph drops inputs the model never reads (TFT's id), and an FP16
-    export gives FP16 outputs (BERT's); that backend refuses a config that says otherwise.
-    An FP16 graph's floating inputs are refused here: the clients send FP32."""
-    model = run["model"]
-    if artifact is None or run["backend"]["triton_backend"] != "onnxruntime":
-        return model["inputs"], model["outputs"]
-    from .signature import onnx_signature
+# The framework backends that serve an artifact as it is, and how its tensors are read
+_SERVED_AS_IT_IS = {"onnxruntime": ("ONNX graph", "onnx_signature"),
+                    "tensorrt": ("TensorRT plan", "plan_signature")}
 
-    graph_in, graph_out = onnx_signature(Path(artifact))
+
+def _artifact_interface(run: dict, artifact: Path | None) -> tuple[list[dict], list[dict]]:
+    """The inputs and outputs Triton's onnxruntime or tensorrt backend sees, which serves
+    the graph or plan as it is: an exported graph drops inputs the model never reads (TFT's
+    id), and an FP16 export gives FP16 outputs (BERT's graph, and the plan TensorRT builds
+    from it); that backend refuses a config that says otherwise. An FP16 artifact's floating
+    inputs are refused here: the clients send FP32."""
+    model, served_by = run["model"], run["backend"]["triton_backend"]
+    if artifact is None or served_by not in _SERVED_AS_IT_IS:
+        return model["inputs"], model["outputs"]
+    from . import signature
+
+    what, reader = _SERVED_AS_IT_IS[served_by]
+    graph_in, graph_out = getattr(signature, reader)(Path(artifact))
     inputs = [t for t in model["inputs"] if t["name"] in graph_in]
     other = [f"{t['name']} as {graph_in[t['name']][0]} (the clients send {t['dtype']})"
              for t in inputs if t["dtype"] != graph_in[t["name"]][0]]
     if other:
         raise ValueError(
-            f"Triton's onnxruntime backend cannot serve the ONNX graph of "
+            f"Triton's {served_by} backend cannot serve the {what} of "
             f"'{run['key']['model']}' as it is: it takes {', '.join(other)}; use "
             "server.serve_with: python for it")
     outputs = [{**t, "dtype": graph_out.get(t["name"], (t["dtype"],))[0]}
@@ -85,8 +92,9 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
                  deployment: Deployment | None = None) -> mc.ModelConfig:
     """The config of one run (model × gpu × backend × precision) served by
     `triton_backend` (python, the pipeline's C++ backend, or the Triton backend of the
-    run's format); `artifact`
-    narrows an ONNX model's inputs; `deployment` is one of the run's per-batch models."""
+    run's format); `artifact`, an ONNX graph or a TensorRT plan, gives the tensors its
+    framework backend sees (_artifact_interface); `deployment` is one of the run's
+    per-batch models."""
     if deployment is not None:
         run = {**run, "model": {**run["model"], "triton": deployments.triton_settings(
             run["model"], deployment)}}
@@ -95,7 +103,7 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
     # parameters (runner, precision, artifact) and the configured tensors as they are
     ours = triton_backend in ("python", CPP_BACKEND)
     inputs, outputs = ((model["inputs"], model["outputs"]) if ours
-                       else _onnx_interface(run, artifact))
+                       else _artifact_interface(run, artifact))
     config = mc.ModelConfig(
         name=name,
         max_batch_size=model["triton"]["max_batch_size"],

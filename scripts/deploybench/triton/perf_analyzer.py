@@ -27,7 +27,7 @@ import pandas as pd
 import psutil
 
 from .. import deployments
-from ..run_facts import DEFAULT_WARMUP_LEVELS, shared_memory_modes
+from ..run_facts import DEFAULT_WARMUP_LEVELS, protocol, scenario_modes, window
 from ..tables import (
     COMPONENT_SUM,
     COMPONENTS,
@@ -96,23 +96,6 @@ class Row(NamedTuple):
     data: str = ""
     rate: float = 0.0
     distribution: str = ""
-
-
-def window(run: dict, scenario: str) -> tuple[str, int, int]:
-    """The scenario's measurement mode, interval (ms) and request count: the model's
-    scenario settings over the run's perf settings. Online, whose every request's tail is
-    read, counts at least perf.min_requests over the three windows perf_analyzer keeps."""
-    settings, perf = run["model"][scenario], run["perf"]
-    count = settings["measurement_request_count"]
-    if scenario == "online":
-        count = max(count, math.ceil(perf.get("min_requests", 0) / KEPT_WINDOWS))
-    return (settings.get("measurement_mode", perf["measurement_mode"]),
-            settings.get("measurement_interval_ms", perf["measurement_interval_ms"]), count)
-
-
-def protocol(run: dict, scenario: str) -> str:
-    """gRPC offline and HTTP online unless the model's scenario says otherwise."""
-    return run["model"][scenario].get("protocol", "grpc" if scenario == "offline" else "http")
 
 
 def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
@@ -426,13 +409,14 @@ def sweep(run: dict, scenario: str) -> list[Row]:
     if scenario == "offline":
         # a remote server shares no memory with this host: everything in the requests
         modes = (["none"] if run["server"]["kind"] == "remote"
-                 else shared_memory_modes(settings))
+                 else scenario_modes(settings, scenario))
         return [Row(b, settings.get("concurrency", 1), mode,
                     deployments.for_scenario(run, scenario, b).name)
                 for mode in modes for b in settings["batch_sizes"]]
     batch = settings["batch_size"]
     model = deployments.for_scenario(run, scenario, batch).name
-    return [Row(batch, c, "none", model) for c in settings["concurrency"]]
+    return [Row(batch, c, mode, model) for c in settings["concurrency"]
+            for mode in scenario_modes(settings, scenario)]
 
 
 def table(rows: list[dict]) -> pd.DataFrame:

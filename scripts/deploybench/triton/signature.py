@@ -1,6 +1,7 @@
 """What an artifact really takes and gives (names, data types, per-sample dims), read from
 the artifact, and a model config checked against it as a framework backend checks it when
-it loads the model: an ONNX graph's inputs and outputs, a SavedModel's serving signature.
+it loads the model: an ONNX graph's inputs and outputs, a TensorRT plan's bindings, a
+SavedModel's serving signature.
 
 A config served by the pipeline's own code (the python backend's model file, the C++
 backend) declares the interface its runners give (floating tensors as FP32, whatever the
@@ -38,6 +39,14 @@ def onnx_signature(path: Path) -> tuple[Signature, Signature]:
         return out
 
     return read(v for v in graph.input if v.name not in weights), read(graph.output)
+
+
+def plan_signature(path: Path) -> tuple[Signature, Signature]:
+    """A TensorRT plan's input and output bindings (TensorRT reads them; its FP16 plan of an
+    FP16 export gives FP16 outputs)."""
+    from ..runners.tensorrt import plan_tensors
+
+    return plan_tensors(path)
 
 
 def savedmodel_signature(path: Path) -> tuple[Signature, Signature]:
@@ -94,12 +103,14 @@ def mismatches(config: mc.ModelConfig, artifact: tuple[Signature, Signature],
 
 def check(config: mc.ModelConfig, artifact: Path, triton_backend: str,
           served_by_us: bool) -> None:
-    """Refuse a config whose tensors differ from its ONNX or SavedModel artifact's (other
-    formats: the conversion check runs them); `served_by_us`: the python or C++ backend,
-    whose runners convert floating types."""
+    """Refuse a config whose tensors differ from its ONNX, TensorRT or SavedModel artifact's
+    (other formats: the conversion check runs them); `served_by_us`: the python or C++
+    backend, whose runners convert floating types."""
     path = Path(artifact)
     if path.suffix == ".onnx":
         real = onnx_signature(path)
+    elif path.suffix == ".plan" and triton_backend == "tensorrt":
+        real = plan_signature(path)  # our runners read the plan themselves
     elif path.suffix == ".savedmodel" and triton_backend == "tensorflow":
         real = savedmodel_signature(path)  # the python backend's runner reads it itself
     else:
