@@ -73,10 +73,16 @@ def files(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("repository")
     x, ids = torch.randn(2, 4), torch.randint(0, 10, (2, 3))
+    model = Mine().eval()
     for name, names in (("mine.onnx", ["x", "ids"]), ("other.onnx", ["a", "b"])):
-        torch.onnx.export(Mine().eval(), (x, ids), str(folder / name), input_names=names,
+        torch.onnx.export(model, (x, ids), str(folder / name), input_names=names,
                           output_names=["y"], dynamic_axes={n: {0: "b"} for n in
                                                             [*names, "y"]}, dynamo=False)
+    torch.jit.save(torch.jit.script(model), str(folder / "mine.pt"))
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    torch.export.save(torch.export.export(model, (x, ids), dynamic_shapes=({0: batch},
+                                                                           {0: batch})),
+                      str(folder / "mine.pt2"))
     model_folder(folder / "repo", folder / "mine.onnx")
     return folder
 
@@ -154,6 +160,27 @@ def test_a_python_model_is_taken_when_trusted_and_a_repository_of_two_refused(fi
     result, _ = add(tmp_path, "two", tmp_path / "repo")
     assert result.returncode == 2
     assert "holds 2 models (mine, other): name the one to add" in result.stderr
+
+
+@pytest.mark.parametrize("source, fmt", [("mine.pt", "torchscript"), ("mine.pt2", "pt2")])
+def test_a_source_that_does_not_name_its_tensors_is_taken_in_order(files, source, fmt):
+    """A TorchScript or .pt2 source is matched to the config's tensors in order, and run
+    in-process with the config's inputs in that order: the ONNX file's outputs."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    result, path = add(files, f"src-{fmt}", files / "repo", "--source", files / source)
+    assert result.returncode == 0, result.stderr
+    hparams = yaml.safe_load(path.read_text())["hparams"]
+    assert hparams["source"]["format"] == fmt
+    x = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    ids = np.random.default_rng(2).integers(0, 10, (5, 3))
+    with torch.inference_mode():
+        got = artifact.build_model(hparams, None, 0)(torch.from_numpy(x), torch.from_numpy(ids))
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    want = ort.InferenceSession(str(files / "mine.onnx")).run(None, {"x": x, "ids": ids})[0]
+    assert np.abs(got.numpy() - want).max() < 1e-5
 
 
 def test_served_as_is_byte_for_byte_or_refused(files, tmp_path):
