@@ -7,16 +7,15 @@ from snakemake.exceptions import WorkflowError
 
 from deploybench import baseline, built, input_digest, layout
 from deploybench import search as configuration_search
-from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble
+from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble, served_as_is
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.config import Settings
 from deploybench.step_specs import step_spec
 from deploybench.run_facts import online_refusal, serves_online
 from deploybench.scenarios import (
-    own_server,
-    own_server_refusal,
     rate_refusal,
     serves_rate,
+    step_refusal,
 )
 from deploybench.measurement.device import DEVICE_STEPS, may_run_on_device
 from deploybench.files import digest
@@ -230,23 +229,24 @@ def if_online(name):
     return inputs
 
 
-def if_own_server(name):
-    """input: a configuration's file `name` of a step that needs a server the pipeline
-    starts itself (floor, native), none where it measures a remote one (server.kind
-    remote)."""
+def if_built(step, name):
+    """input: a configuration's file `name` of `step` (accuracy, native, floor) where the
+    configuration has that step, none (an empty list: the step's argument) where it has not
+    (scenarios.step_refusal: a remote server, a repository served as it is, no source
+    model)."""
 
     def inputs(w):
-        return layout.fill(cfg(name), **key_of(w)) if own_server(run_of(w)) else []
+        return [] if step_refusal(run_of(w), step) else layout.fill(cfg(name), **key_of(w))
 
     return inputs
 
 
-def needs_own_server(step):
-    """input (none) of a step that needs a server the pipeline starts itself (floor,
-    native): on server.kind remote it is refused with the reason while the DAG is built."""
+def refused_without(step):
+    """input (none) of `step` (accuracy, native, floor): a configuration without it
+    (scenarios.step_refusal) is refused with the reason while the DAG is built."""
 
     def inputs(w):
-        refused = own_server_refusal(run_of(w), step)
+        refused = step_refusal(run_of(w), step)
         if refused:
             raise WorkflowError(refused)
         return []
@@ -264,10 +264,11 @@ def if_rate(name):
     return inputs
 
 
-def rate_measured(name, of_peak=False):
+def rate_measured(name, of_peak=False, step=None):
     """input of the rate rule: `name`, a configuration file it reads (of_peak: only where
-    the rates are fractions of the online peak, rate.rates_of_peak); a configuration
-    without a rate scenario is refused with the reason while the DAG is built."""
+    the rates are fractions of the online peak, rate.rates_of_peak; `step`'s file only
+    where the configuration has that step); a configuration without a rate scenario is
+    refused with the reason while the DAG is built."""
 
     def inputs(w):
         run = run_of(w)
@@ -275,6 +276,8 @@ def rate_measured(name, of_peak=False):
         if refused:
             raise WorkflowError(refused)
         if of_peak and "rates_of_peak" not in run["model"]["rate"]:
+            return []
+        if step and step_refusal(run, step):
             return []
         return layout.fill(cfg(name), **key_of(w))
 
@@ -288,14 +291,18 @@ def ensemble_data(w):
     return data_input(w) if is_ensemble(run_of(w)) else []
 
 
-def online_measured(name):
-    """input of the online rule: `name`, a configuration file it reads; a configuration
-    without an online scenario is refused with the reason while the DAG is built."""
+def online_measured(name, step=None):
+    """input of the online rule: `name`, a configuration file it reads (`step`'s only where
+    the configuration has that step); a configuration without an online scenario is
+    refused with the reason while the DAG is built."""
 
     def inputs(w):
-        refused = online_refusal(run_of(w))
+        run = run_of(w)
+        refused = online_refusal(run)
         if refused:
             raise WorkflowError(refused)
+        if step and step_refusal(run, step):
+            return []
         return layout.fill(cfg(name), **key_of(w))
 
     return inputs
@@ -303,6 +310,18 @@ def online_measured(name):
 
 def converted_path(w):
     return layout.fill(cfg(f"converted/{run_of(w)['artifact']}"), **key_of(w))
+
+
+def served_path(w):
+    """What a configuration's repository serves: its converted model, or a user's Triton
+    model folder as it is (its export: no conversion)."""
+    return exported_path(w) if served_as_is(run_of(w)) else converted_path(w)
+
+
+def conversion_checked(w):
+    """The conversion check a repository waits for; none where nothing is converted."""
+    run = run_of(w)
+    return [] if served_as_is(run) else layout.fill(cfg("conversion_check.csv"), **key_of(w))
 
 
 def configuration_readme(key):

@@ -65,10 +65,12 @@ rule conversion_check:
         "../scripts/run_step.py"
 
 
+# Of the converted model, once its check passed; of a user's Triton model folder (backend
+# repository), its export as it is.
 rule model_repository:
     input:
-        converted=converted_path,
-        conversion_check=cfg("conversion_check.csv"),
+        converted=served_path,
+        conversion_check=conversion_checked,
     output:
         out=directory(cfg("model_repository")),
     log:

@@ -72,8 +72,8 @@ use rule online_plot as rate_plot with:
 
 rule configuration_report:
     input:
-        conversion_check=cfg("conversion_check.csv"),
-        accuracy=cfg("accuracy.csv"),
+        conversion_check=conversion_checked,
+        accuracy=if_built("accuracy", "accuracy.csv"),
         offline=cfg("offline.csv"),
         online=if_online("online.csv"),
         offline_json=cfg("offline.json"),
@@ -82,9 +82,9 @@ rule configuration_report:
         offline_latency=cfg("plots/offline_latency.png"),
         online_latency=if_online("plots/online_latency.png"),
         online_tail=if_online("plots/online_tail.png"),
-        native=if_own_server("native.csv"),
-        native_json=if_own_server("native.json"),
-        floor=if_own_server("floor.csv"),
+        native=if_built("native", "native.csv"),
+        native_json=if_built("native", "native.json"),
+        floor=if_built("floor", "floor.csv"),
         rate=if_rate("rate.csv"),
         rate_json=if_rate("rate.json"),
         rate_latency=if_rate("plots/rate_latency.png"),
@@ -137,10 +137,10 @@ rule configuration_comparison:
     input:
         offline=cfg("offline.csv"),
         online=if_online("online.csv"),
-        native=if_own_server("native.csv"),
+        native=if_built("native", "native.csv"),
         offline_json=cfg("offline.json"),
         online_json=if_online("online.json"),
-        native_json=if_own_server("native.json"),
+        native_json=if_built("native", "native.json"),
         baseline=comparison_baseline,
     output:
         out=cfg(layout.COMPARISON),

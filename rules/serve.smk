@@ -10,6 +10,7 @@ rule accuracy:
     input:
         repository=cfg("model_repository"),
         eval_set=src("eval.npz"),
+        refused=refused_without("accuracy"),
     output:
         out_csv=reported(cfg("accuracy.csv")),
         out_json=cfg("accuracy.json"),
@@ -37,7 +38,7 @@ rule offline:
     input:
         repository=cfg("model_repository"),
         perf_data=src("perf_data.json"),
-        accuracy=cfg("accuracy.csv"),
+        accuracy=if_built("accuracy", "accuracy.csv"),
         data=ensemble_data,
     output:
         out_csv=reported(cfg("offline.csv")),
@@ -67,7 +68,7 @@ use rule offline as online with:
     input:
         repository=online_measured("model_repository"),
         perf_data=src("perf_data.json"),
-        accuracy=online_measured("accuracy.csv"),
+        accuracy=online_measured("accuracy.csv", step="accuracy"),
     output:
         out_csv=reported(cfg("online.csv")),
         out_json=cfg("online.json"),
@@ -91,7 +92,7 @@ use rule offline as rate with:
     input:
         repository=rate_measured("model_repository"),
         perf_data=src("perf_data.json"),
-        accuracy=rate_measured("accuracy.csv"),
+        accuracy=rate_measured("accuracy.csv", step="accuracy"),
         online=rate_measured("online.csv", of_peak=True),
     output:
         out_csv=reported(cfg("rate.csv")),
@@ -115,7 +116,7 @@ use rule offline as rate with:
 rule floor:
     input:
         perf_data=src("perf_data.json"),
-        own_server=needs_own_server("floor"),
+        refused=refused_without("floor"),
     output:
         out_csv=reported(cfg("floor.csv")),
         out_json=cfg("floor.json"),
@@ -145,7 +146,7 @@ rule native:
     input:
         converted=converted_path,
         eval_set=src("eval.npz"),
-        own_server=needs_own_server("native"),
+        refused=refused_without("native"),
     output:
         out_csv=reported(cfg("native.csv")),
         out_json=cfg("native.json"),

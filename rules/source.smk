@@ -114,6 +114,16 @@ use rule export as export_savedmodel with:
         layout.export("tf-savedmodel", "benchmarks/model.savedmodel.tsv")
 
 
+# A user's Triton model folder (deploybench add-model), as it is.
+use rule export_savedmodel as export_repository with:
+    output:
+        out=directory(layout.export("triton-repository", "model.repository")),
+    log:
+        log=layout.export("triton-repository", "logs/model.repository.log"),
+    benchmark:
+        layout.export("triton-repository", "benchmarks/model.repository.tsv")
+
+
 use rule export_savedmodel as export_dense_savedmodel with:
     output:
         out=directory(layout.export("dense-savedmodel", "model.savedmodel")),

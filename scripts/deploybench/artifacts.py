@@ -1,9 +1,11 @@
-"""A run's artifacts, single model or ensemble: the one place that tells them apart.
+"""A run's artifacts, single model, ensemble or a user's repository: the one place that
+tells them apart.
 
 The steps ask `of(run)` for the module that converts, runs in-process, writes the model
 repository and shapes the requests of a run: a run whose backend has a `dense` key
-(hps-*) is a sparse/dense ensemble (deploybench.ensemble.model), any other a single model
-(deploybench.single); and here what to export and how to serve a scenario.
+(hps-*) is a sparse/dense ensemble (deploybench.ensemble.model), a user's repository
+(backend `repository`) is served as it is (deploybench.repository_model), any other a single
+model (deploybench.single); and here what to export and how to serve a scenario.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType
 
-from . import single
-from .backends import is_ensemble
+from . import repository_model, single
+from .backends import is_ensemble, served_as_is
 from .ensemble import artifact as ensemble_artifact
 from .ensemble import metrics as ensemble_metrics
 from .ensemble import model as ensemble_model
@@ -43,7 +45,11 @@ def of(run: dict) -> ModuleType:
     sends a batch of samples: None, as they are), `request_shapes(run, batch)` (where the
     batch is inside the tensors), `request_data(run, config_pbtxt, perf_data, data_dir,
     work)` (perf_analyzer's --input-data per batch, and where its samples came from) and
-    `cache_warmup(run, data_dir)` (what is sent before a measurement)."""
+    `cache_warmup(run, data_dir)` (what is sent before a measurement). A user's Triton
+    repository (deploybench.repository_model) is served as it is: it neither converts nor
+    runs in-process."""
+    if served_as_is(run):
+        return repository_model
     return ensemble_model if is_ensemble(run) else single
 
 

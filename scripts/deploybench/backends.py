@@ -16,7 +16,9 @@ EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "
                     "torch-export": "model.pt2",  # torch.export's program (ExportedProgram)
                     "tf-savedmodel": "model.savedmodel",  # a SavedModel is a folder
                     # the dense part of a recommender alone (embedding tables left out)
-                    "dense-onnx": "model.onnx", "dense-savedmodel": "model.savedmodel"}
+                    "dense-onnx": "model.onnx", "dense-savedmodel": "model.savedmodel",
+                    # a user's Triton model folder (config.pbtxt, its version), as it is
+                    "triton-repository": "model.repository"}
 # A sparse/dense ensemble's converted model: a folder of dense/<artifact> and sparse/.
 ENSEMBLE_ARTIFACT = "model.ensemble"
 
@@ -28,9 +30,16 @@ EXPORT_PRECISION = "fp32"
 # step (aoti, torch-compile), a TensorFlow model's FP16 is TF's auto mixed precision or
 # TensorRT's, an ensemble's dense part is built from FP32 lookups.
 FP16_EXPORTS = ("onnx", "ts-trace", "ts-script")
+
+
 def is_ensemble(run: dict) -> bool:
     """Whether a run's backend is a sparse/dense ensemble (hps-*: its `dense` part)."""
     return bool(run["backend"].get("dense"))
+
+
+def served_as_is(run: dict) -> bool:
+    """Whether a run's model is a user's Triton repository, served as it is."""
+    return run["backend"]["export"] == "triton-repository"
 
 
 def export_precision(run: dict) -> str:
@@ -46,7 +55,8 @@ class Backend:
     title: str          # as the reference tables name it
     export: str         # key of EXPORT_ARTIFACTS it is converted from
     artifact: str       # file name of the converted model
-    runner: str         # the in-process runner (deploybench.runners) that runs it
+    runner: str | None  # the in-process runner (deploybench.runners) that runs it (None:
+    #                     a user's repository, served as it is by its own backend)
     triton_backend: str | None  # the Triton backend that serves it (None: python only)
     needs_gpu: bool = False
     dense: str | None = None  # an ensemble: the backend key that serves its dense part
@@ -108,5 +118,9 @@ BACKENDS = {
         Backend("hps-tf-savedmodel", "Ensemble: hierarchical embeddings + TensorFlow",
                 "dense-savedmodel", ENSEMBLE_ARTIFACT, "ensemble", "ensemble",
                 dense="tf-savedmodel"),
+        # A user's Triton model repository (deploybench add-model), served as it is by the
+        # backend its config.pbtxt names: no conversion, no runner of ours.
+        Backend("repository", "Triton model repository (as it is)", "triton-repository",
+                "model.repository", None, None),
     )
 }

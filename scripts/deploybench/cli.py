@@ -175,24 +175,34 @@ def ship(model, gpu, p99, results, write):
 
 @main.command("add-model")
 @click.argument("name")
-@click.argument("artifact", type=click.Path(dir_okay=False))
+@click.argument("artifact", type=click.Path(exists=True))
 @click.option("--format", "fmt", type=click.Choice(sorted(user_model.BACKENDS)),
-              help="the file's format (default: from its suffix)")
+              help="its format (default: from the file's suffix or the folder's files)")
 @click.option("--input", "inputs", multiple=True, metavar="NAME:DTYPE:DIMS",
               help="an input the file cannot describe (TorchScript), dims after the batch")
 @click.option("--range", "ranges", multiple=True, metavar="NAME=LOW:HIGH",
               help="an integer input's generated values, in [LOW, HIGH)")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False),
               help="your samples: an .npz with an array per input name")
-@click.option("--max-batch", default=32, show_default=True, help="Triton's max_batch_size")
+@click.option("--max-batch", default=32, show_default=True,
+              help="Triton's max_batch_size (a repository's: its config's, or less for the "
+                   "sweep)")
 @click.option("--models-dir", default="config/models", show_default=True,
               type=click.Path(file_okay=False), help="where the model config goes")
 @click.option("--p99", "p99", default=100.0, show_default=True, metavar="MS",
               help="the p99 budget (ms) of its rate scenario and of what to ship")
+@click.option("--source", type=click.Path(exists=True),
+              help="a Triton repository's source model (a model file or SavedModel) that "
+                   "its accuracy step compares the served outputs with")
+@click.option("--trust-python", is_flag=True,
+              help="serve a python-backend repository model as it is (its model.py runs "
+                   "in the server)")
 @click.option("--force", is_flag=True, help="replace a model config of that name")
-def add_model(name, artifact, fmt, inputs, ranges, data, max_batch, models_dir, p99, force):
-    """Your own model file (ONNX, TorchScript, a torch.export .pt2) as a model of the
-    pipeline, without a plug-in: writes MODELS_DIR/NAME.yaml from the file's tensors; then
+def add_model(name, artifact, fmt, inputs, ranges, data, max_batch, models_dir, p99, source,
+              trust_python, force):
+    """Your own model (an ONNX, TorchScript or torch.export .pt2 file, a TensorFlow
+    SavedModel folder, or a Triton model repository's model folder) as a model of the
+    pipeline, without a plug-in: writes MODELS_DIR/NAME.yaml from its tensors; then
     `deploybench run -m NAME -g cpu -b BACKEND -p fp32` builds and measures it. Without
     --data, samples generated from the tensor specs go to MODELS_DIR/NAME.npz."""
     out = Path(models_dir) / f"{name}.yaml"
@@ -201,16 +211,21 @@ def add_model(name, artifact, fmt, inputs, ranges, data, max_batch, models_dir, 
     out.parent.mkdir(parents=True, exist_ok=True)
     samples = out.with_suffix(".npz")  # generated samples, beside the config
     try:
-        config = user_model.model_config(name, Path(artifact), fmt, list(inputs), list(ranges),
-                                       Path(data) if data else None, max_batch, samples,
-                                       p99)
+        config = user_model.model_config(
+            name, Path(artifact), fmt, list(inputs), list(ranges), Path(data) if data else None,
+            max_batch, samples, p99, Path(source) if source else None, trust_python)
     except user_model.Refused as err:
         raise click.UsageError(str(err)) from err
-    source = config["hparams"]["artifact"]
-    out.write_text(f"# {name}: written by `deploybench add-model` from {source}\n"
+    hparams = config["hparams"]
+    out.write_text(f"# {name}: written by `deploybench add-model` from {hparams['artifact']}\n"
                    + yaml.safe_dump(config, sort_keys=False))
     click.echo(f"{out}: {len(config['inputs'])} inputs, {len(config['outputs'])} outputs, "
                f"backends {', '.join(config['backends'])}")
+    if "served_by" in hparams:  # a repository's model, served as it is
+        click.echo(f"served as it is by Triton's '{hparams['served_by']}' backend (version "
+                   f"{hparams['version']}); accuracy "
+                   + (f"against {hparams['source']['artifact']}" if hparams["source"] else
+                      "not measured: no --source model to compare with"))
     click.echo(f"next: deploybench run -m {name} -g cpu -b {config['backends'][0]} -p fp32")
 
 

@@ -248,6 +248,10 @@ class Settings:
                 f"backend '{backend}' is not configured for model '{model}'; "
                 f"its backends: {', '.join(supported)}"
             )
+        if BACKENDS[backend].runner is None and precision != EXPORT_PRECISION:
+            raise ConfigError(f"backend '{backend}' of model '{model}' serves a Triton model "
+                              f"repository as it is, in its own precision: its key's "
+                              f"precision is {EXPORT_PRECISION}, not '{precision}'")
         entry = self.gpus[gpu]
         if precision not in entry["precisions"]:
             raise ConfigError(
@@ -448,7 +452,8 @@ def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
                 "ensemble (hps-*) deploys once; set it for single-model backends only")
         largest = max(deployments.fixed_batches(settings))
         sent = {"online.batch_size": settings["online"]["batch_size"],
-                "accuracy.batch_size": settings["accuracy"]["batch_size"]}
+                **({"accuracy.batch_size": settings["accuracy"]["batch_size"]}
+                   if "accuracy" in settings else {})}
         for where, batch in sent.items():
             if batch > largest:
                 raise ConfigError(
@@ -462,7 +467,8 @@ def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
         "triton.preferred_batch_sizes": settings["triton"]["preferred_batch_sizes"],
         "triton.trt_opt_batch_size": [settings["triton"].get("trt_opt_batch_size", 1)],
         "conversion.batch_size": [settings["conversion"]["batch_size"]],
-        "accuracy.batch_size": [settings["accuracy"]["batch_size"]],
+        "accuracy.batch_size": ([settings["accuracy"]["batch_size"]]
+                                if "accuracy" in settings else []),
         "rate.batch_size": [settings["rate"]["batch_size"]] if "rate" in settings else [],
         **{f"{scenario}.warmup_levels": [level[0] for level in
                                          settings[scenario].get("warmup_levels", [])

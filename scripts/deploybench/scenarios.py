@@ -1,9 +1,13 @@
 """Which of the optional scenarios a configuration is measured in: the open-loop rate
-scenario (its model's `rate` section, merged for its backend and device), and the steps
-that need a server the pipeline starts itself (not on server.kind remote)."""
+scenario (its model's `rate` section, merged for its backend and device), the steps that
+need a server the pipeline starts itself (not on server.kind remote), and those a user's
+repository served as it is has not (native: no runner of ours; accuracy: a model config
+without an `accuracy` section, which add-model writes for a repository without a source
+model)."""
 
 from __future__ import annotations
 
+from .backends import served_as_is
 from .config import SCHEMA_DIR
 from .config_files import load_yaml
 from .run_facts import online_refusal
@@ -60,3 +64,22 @@ def own_server_refusal(run: dict, step: str) -> str | None:
 def own_server(run: dict) -> bool:
     """Whether the pipeline starts the configuration's server (floor and native built)."""
     return run["server"]["kind"] != "remote"
+
+
+def step_refusal(run: dict, step: str) -> str | None:
+    """Why a configuration has no `step` (accuracy, native, floor; None where it has):
+    floor and native need a server of the pipeline's own (own_server_refusal); native a
+    runner of ours, which a repository served as it is has not; accuracy its model
+    config's `accuracy` section."""
+    key = run["key"]
+    if step in OWN_SERVER_STEPS and own_server_refusal(run, step):
+        return own_server_refusal(run, step)
+    if step == "native" and served_as_is(run):
+        return (f"backend '{key['backend']}' of model '{key['model']}' serves a Triton model "
+                "repository as it is, by the backend its config.pbtxt names: no converted "
+                "model or runner of ours to run in-process")
+    if step == "accuracy" and "accuracy" not in run["model"]:
+        return (f"no accuracy step for model '{key['model']}': its model config has no "
+                "`accuracy` section (a Triton model repository added without --source has "
+                "no source model to compare its served outputs with)")
+    return None

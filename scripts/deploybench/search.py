@@ -218,6 +218,11 @@ def required(settings: Settings, model: str, gpu: str, backend: str) -> dict:
         raise ConfigError(f"backend '{backend}' of model '{model}' cannot be searched: an "
                           "ensemble has no online scenario (its batch is inside its tensors, "
                           "max_batch_size 0), and a search ranks its points online")
+    if BACKENDS[backend].runner is None:
+        raise ConfigError(f"backend '{backend}' of model '{model}' cannot be searched: a "
+                          "Triton model repository is served as it is, with its own "
+                          "config.pbtxt, and a search writes a config per point (edit the "
+                          "repository's config and add it again to measure another)")
     return search
 
 

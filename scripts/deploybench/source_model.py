@@ -27,6 +27,13 @@ def describe_weights(settings: dict) -> str:
     return f"seeded random initialisation (seed {settings['weights']['seed']})"
 
 
+def refusal(settings: dict) -> str | None:
+    """Why a model has no source model to run in-process (a user's Triton repository added
+    without one: its plug-in's `source_refusal`), None where it has one."""
+    own = getattr(plugins.load(settings["plugin"]), "source_refusal", None)
+    return own(settings["hparams"]) if own is not None else None
+
+
 def framework(settings: dict) -> str:
     """The plug-in's framework: torch (default) or tensorflow (FRAMEWORK = "tensorflow")."""
     return getattr(plugins.load(settings["plugin"]), "FRAMEWORK", "torch")
@@ -70,6 +77,9 @@ def save_weights(settings: dict, out: Path) -> None:
     frameworks: a Keras model's weights as a list, in get_weights() order)."""
     import torch  # here, not above: the measuring steps import this module, never torch
 
+    if refusal(settings):  # no model: the file says where the served one came from
+        torch.save({"state_dict": {}, "origin": describe_weights(settings)}, out)
+        return
     tensorflow = _require(settings) == "tensorflow"
     plugin = plugins.load(settings["plugin"])
     w = settings["weights"]
@@ -136,10 +146,12 @@ def save_eval(settings: dict, inputs: list, outputs: list, targets: list, out: P
 
 
 def load_eval(settings: dict, path: Path) -> tuple[list, list, list]:
-    """(inputs, source model outputs, targets) of the evaluation npz."""
+    """(inputs, source model outputs, targets) of the evaluation npz (no outputs where the
+    model has no source model: `refusal`)."""
     with np.load(path) as npz:
         inputs = [npz[t["name"]] for t in settings["inputs"]]
-        reference = [npz[f"reference:{t['name']}"] for t in settings["outputs"]]
+        reference = [npz[f"reference:{t['name']}"] for t in settings["outputs"]
+                     if f"reference:{t['name']}" in npz.files]
         keys = [k for k in npz.files if k.startswith("target:")]
         targets = [npz[k] for k in sorted(keys, key=lambda k: int(k.split(":")[1]))]
     return inputs, reference, targets

@@ -13,7 +13,7 @@ from ..backends import export_precision
 from ..deployments import gpu_count
 from ..measurement.host_load import CONTENDED_SHARE
 from ..run_facts import online_refusal, serves_online
-from ..scenarios import own_server_refusal
+from ..scenarios import step_refusal
 from ..step_specs import store_settings
 from ..tables import (
     SHARED_MEMORY,
@@ -73,6 +73,11 @@ themselves, apart from the model's compute.
 APART = ("measured by a run of its own, whose files are not in this folder yet "
          "(`scripts/results_tools/assemble_configuration.py` builds this page again once "
          "they are)")
+
+
+# Why a user's Triton repository has no conversion check
+AS_IS = ("a Triton model repository is served as it is, by the backend its config.pbtxt "
+         "names: nothing is converted")
 
 
 def _not_here(refusal: str | None) -> str:
@@ -142,7 +147,7 @@ def _tail(report: dict, plot: str | None) -> str:
 def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
     """Served against native on the same device, or why there is no native figure."""
     if "native" not in files:
-        return _not_here(own_server_refusal(run, "native"))
+        return _not_here(step_refusal(run, "native"))
     return NATIVE_SECTION.format(
         ratio=served_vs_native_table(files["offline"], files["native"]),
         table=markdown_table(measured_columns(pd.read_csv(files["native"]))),
@@ -152,7 +157,7 @@ def _native_section(run: dict, files: dict, native_json: Path | list) -> str:
 def _floor_section(run: dict, floor: Path | list) -> str:
     """What an identity model costs on the same server, or why it was not measured."""
     if not floor:
-        return _not_here(own_server_refusal(run, "floor"))
+        return _not_here(step_refusal(run, "floor"))
     table = read_perf(floor)
     return FLOOR_SECTION.format(note=unstable_note(table, run["perf"]),
                                 table=markdown_table(measured_columns(table)))
@@ -282,7 +287,7 @@ def _gpus(triton: dict) -> list[tuple[str, str]]:
 
 
 def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, *,
-                       conversion_check: Path, accuracy: Path, offline: Path,
+                       conversion_check: Path | list, accuracy: Path | list, offline: Path,
                        online: Path | list, offline_json: Path, online_json: Path | list,
                        offline_throughput: Path, offline_latency: Path,
                        online_latency: Path | list, native: Path | list,
@@ -292,8 +297,10 @@ def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, 
     """One configuration's README (`out`): its settings, tables, plots and provenance (plots
     by relative links). The online files are empty lists for a configuration without an
     online scenario (run_facts.serves_online), native's and the floor's on a server the
-    pipeline does not start (server.kind remote), or any of them for a folder put together
-    from runs on several machines, whose files are not there yet (APART)."""
+    pipeline does not start (server.kind remote), the conversion check's, native's and (no
+    source model) accuracy's for a user's repository served as it is
+    (scenarios.step_refusal), or any of them for a folder put together from runs on several
+    machines, whose files are not there yet (APART)."""
     files = {"check": conversion_check, "accuracy": accuracy, "offline": offline,
              **({"native": native} if native else {}), "offline_throughput": offline_throughput,
              "offline_latency": offline_latency, "weights_origin": weights_origin,
@@ -307,7 +314,7 @@ def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, 
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
-    facts = configuration_headline(offline, online or None, native or None, accuracy,
+    facts = configuration_headline(offline, online or None, native or None, accuracy or None,
                                    rate_json or None)
     return PAGE.format(
         **_measured(run, files, reports, rel),
@@ -325,8 +332,10 @@ def _measured(run: dict, files: dict, reports: dict, rel: dict) -> dict:
         title=f"{run['model']['title']}: {run['gpu']['description']}, "
               f"{run['backend']['title']} with {run['precision'].upper()}",
         params=_params(run, files, offline, online),
-        check=markdown_table(pd.read_csv(files["check"])),
-        accuracy=markdown_table(pd.read_csv(files["accuracy"])),
+        check=markdown_table(pd.read_csv(files["check"])) if files["check"] else
+        f"Not measured: {AS_IS}.",
+        accuracy=markdown_table(pd.read_csv(files["accuracy"])) if files["accuracy"] else
+        _not_here(step_refusal(run, "accuracy")),
         offline_throughput=rel["offline_throughput"], offline_latency=rel["offline_latency"],
         offline=unstable_note(offline_table, run["perf"])
         + markdown_table(measured_columns(offline_table)),

@@ -171,8 +171,8 @@ def _configuration_row(readme: Path) -> dict:
         ratio = at_max_batch(served_vs_native(folder / "offline.csv", folder / "native.csv"))
     except provenance.DifferentDevices:  # the configuration's report says why
         ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
-    except FileNotFoundError:  # measured on a remote server: no native figure
-        ratio = {"served/native": None, SHARED_MEMORY: "(no native: remote server)"}
+    except FileNotFoundError:  # a remote server, or a repository served as it is
+        ratio = {"served/native": None, SHARED_MEMORY: "(no native figure)"}
     return {
         "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
         "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),

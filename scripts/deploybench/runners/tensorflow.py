@@ -1,5 +1,6 @@
-"""TensorFlow: the runners `tensorflow` (a SavedModel; FP16 is the references' "Automatic
-FP16", grappler's auto mixed precision over the FP32 graph) and `tensorflow-trt` (the
+"""TensorFlow: the runners `tensorflow` (a SavedModel, the pipeline's export or a user's
+serving signature; FP16 is the references' "Automatic FP16", grappler's auto mixed
+precision over the FP32 graph) and `tensorflow-trt` (the
 SavedModel converted by TF-TRT at load time)."""
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def _tf_trt(tf, artifact: Path, precision: str, input_names: list[str]):
     return ordered
 
 
+def _by_name(signature, options: Options):
+    """A signature (keyword tensors in, a dict out) as a function of the config's inputs in
+    order, returning its outputs in the config's order."""
+    def ordered(*tensors):
+        result = signature(**dict(zip(options.inputs, tensors)))
+        return [result[name] for name in options.outputs]
+
+    return ordered
+
+
 class TensorFlowRunner(Runner):
     def __init__(self, name: str, artifact: Path, options: Options):
         trt = name == "tensorflow-trt"
@@ -58,7 +69,10 @@ class TensorFlowRunner(Runner):
         else:
             with self.tf.device(self.device):
                 self.loaded = self.tf.saved_model.load(str(artifact))  # owns the variables
-            self.model = self.loaded.ordered
+            # the pipeline's exports have `ordered`; a user's SavedModel its serving
+            # signature alone, called by the config's names
+            self.model = getattr(self.loaded, "ordered", None) or _by_name(
+                self.loaded.signatures["serving_default"], options)
 
     def __call__(self, arrays):
         with self.tf.device(self.device):

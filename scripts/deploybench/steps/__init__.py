@@ -33,6 +33,7 @@ STEPS = {
     "export": "export:export",
     "export_savedmodel": "export:export",
     "export_dense_savedmodel": "export:export",
+    "export_repository": "export:export",
     "sparse_export": "export:sparse_export",
     "convert": "convert:convert",
     "convert_savedmodel": "convert:convert",
@@ -70,8 +71,10 @@ TRIGGERS = {
     "weights": {"checkpoint"},  # the checkpoint's content stamp (input_digest)
     "eval_set": {"data_digest"},
     "sparse_export": {"data_digest"},
-    "floor": {"own_server"},  # empty: refused while planning on a remote server
-    "native": {"own_server"},
+    # empty: refused while planning where the configuration has no such step
+    "accuracy": {"refused"},
+    "floor": {"refused"},
+    "native": {"refused"},
 }
 
 # The steps that start a server of their own where server.kind is not remote

@@ -20,6 +20,9 @@ from ..triton.client import infer_all
 def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_json: Path,
              server_log: Path) -> None:
     model = spec["model"]
+    refused = source_model.refusal(model)
+    if refused:  # an `accuracy` section written by hand beside no source model
+        raise ValueError(f"no accuracy step: {refused}")
     batch = model["accuracy"]["batch_size"]
     deployment = deployments.for_scenario(spec, "accuracy", batch)
     print(f"accuracy on deployment '{deployment.name}' (max batch size "

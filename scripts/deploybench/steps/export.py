@@ -5,11 +5,11 @@ ONNX (tf2onnx, FP32); a recommender's dense part (dense-*) and its embedding sto
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from .. import artifacts, atomic, layout, plugins, source_model
 from ..backends import EXPORT_PRECISION, FP16_EXPORTS
+from ..files import copy_artifact
 
 ONNX_OPSET = 17  # where a model's `export.onnx_opset` (its reference's) says none
 EXPORT_MAX_BATCH = 1 << 16  # torch.export's bound of the batch dimension
@@ -21,6 +21,15 @@ def export(spec: dict, folder: str, weights: Path, eval_set: Path, out: Path) ->
     """`out`: the source model exported as its export folder's name says (format and
     precision, layout.export_folder)."""
     format, precision = layout.export_of(folder)
+    own = getattr(plugins.load(spec["plugin"]), "own_export", lambda *_: None)(
+        spec["hparams"], format)
+    if own is not None:  # a user's model file or folder: its own format is itself
+        if precision != EXPORT_PRECISION:
+            raise ValueError(f"a user's model is exported as it is, in its own precision, "
+                             f"not as '{folder}': set its export.precision to fp32")
+        with atomic.output(out) as tmp:
+            copy_artifact(own, tmp)
+        return
     framework = source_model.framework(spec)
     if format not in FORMATS[framework]:
         raise ValueError(f"model '{spec['plugin']}' is a {framework} model: it exports to "
@@ -31,12 +40,6 @@ def export(spec: dict, folder: str, weights: Path, eval_set: Path, out: Path) ->
             f"model '{spec['plugin']}' ({framework}) exports '{format}' in FP32 only: FP16 "
             f"exports are a PyTorch model's {', '.join(FP16_EXPORTS)} (a TensorFlow model's "
             "FP16 is applied by its conversion or at load); set its export.precision to fp32")
-    own = getattr(plugins.load(spec["plugin"]), "own_export", lambda *_: None)(
-        spec["hparams"], format)
-    if own is not None:  # a user's model file: its own format is the file itself
-        with atomic.output(out) as tmp:
-            shutil.copyfile(own, tmp)
-        return
     model, inputs = artifacts.exportable(spec, format, source_model.load(spec, weights))
     opset = spec.get("export", {}).get("onnx_opset", ONNX_OPSET)
     if framework == "tensorflow":

@@ -10,8 +10,12 @@ from ..triton import cpp_backend, install
 from ..triton import repository as triton_repository
 
 
-def model_repository(spec: dict, converted: Path, conversion_check: Path, out: Path) -> None:
-    require_passed(conversion_check)
+def model_repository(spec: dict, converted: Path, out: Path,
+                     conversion_check: Path | list = ()) -> None:
+    """`converted`: the converted model (its check passed), or a user's repository's
+    export, served as it is (no conversion, no check: an empty list)."""
+    if conversion_check:
+        require_passed(conversion_check)
     server = install.for_server(spec["server"])
     served = artifacts.of(spec).repository(spec, converted, out, server.backends)
     print(f"served by Triton's {served} backend")

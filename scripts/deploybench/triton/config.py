@@ -137,10 +137,11 @@ def model_config(name: str, run: dict, triton_backend: str = "python",
     return config
 
 
-def compiles_on_first_calls(runner: str) -> bool:
+def compiles_on_first_calls(runner: str | None) -> bool:
     """Whether a runner compiles or captures on each batch bucket's first call: torch.compile
-    and the CUDA-graph runners (named `*-cudagraph`, as the C++ backend tells them apart)."""
-    return runner == "torch-compile" or runner.endswith("-cudagraph")
+    and the CUDA-graph runners (named `*-cudagraph`, as the C++ backend tells them apart);
+    None, no runner of ours (a repository served as it is), does not."""
+    return runner == "torch-compile" or (runner or "").endswith("-cudagraph")
 
 
 def warmup(config: mc.ModelConfig) -> list[mc.ModelWarmup]:

@@ -12,13 +12,16 @@ server's backend directory has it (the embedded one does, where it could be buil
 the framework backend of its format (onnxruntime, tensorrt, pytorch, tensorflow) where the
 server has it; else the python backend running served/python_model.py over the same
 artifact. `server.serve_with` (auto | deploybench | framework | python) overrides the
-choice.
+choice. A user's own Triton model folder (`deploybench add-model`) is served as it is, by
+the backend its config.pbtxt names (serve_as_is).
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
 
 from .. import deployments
 from ..files import copy_artifact, link_artifact
@@ -28,6 +31,8 @@ from . import cpp_backend, signature
 
 VERSION = "1"
 CONFIG = "config.pbtxt"
+# what Snakemake leaves in a folder it made (the export's copy): not the user's
+SNAKEMAKE_MARKER = ".snakemake_timestamp"
 
 
 def config_path(repository: Path, name: str) -> Path:
@@ -141,3 +146,59 @@ def scenario_repository(src: Path, dst: Path, static_batching: bool, on_cpu: boo
             triton_config.scenario_config(config, static_batching, on_cpu) or config,
             out / CONFIG)
     return Path(dst)
+
+
+def serve_as_is(model_dir: Path, repository: Path, name: str, available: list[str],
+                on_gpu: bool) -> str:
+    """A user's Triton model folder in `repository` as model `name`, as it is: its files
+    byte for byte, its one served version as version 1 (VERSION, the one every request
+    names), its config's fields unchanged but `name` and `version_policy` (that version);
+    refused where the server lacks the backend it names, or it asks for GPU instances on
+    a key without one. Returns that backend."""
+    config = triton_config.read(Path(model_dir) / CONFIG)
+    backend = triton_config.served_by(config)
+    if backend not in available:
+        raise ValueError(
+            f"the repository model '{model_dir}' is served by Triton's '{backend}' backend, "
+            f"which this server lacks (it has: {', '.join(sorted(available)) or 'none'}): "
+            "serve it with a Triton that has it (server.kind binary or container), measure "
+            "a server that runs it (server.kind remote), or add the model file in its "
+            "version folder with deploybench add-model, which the pipeline serves itself")
+    gpus = [g for g in config.instance_group if g.kind == mc.ModelInstanceGroup.KIND_GPU]
+    if gpus and not on_gpu:
+        raise ValueError(f"the repository model '{model_dir}' asks for GPU instances "
+                         "(instance_group kind KIND_GPU) and the key serves on the CPU: "
+                         "measure it on a GPU key")
+    served = served_version(model_dir, config)
+    out = Path(repository) / name
+    out.mkdir(parents=True)
+    for item in Path(model_dir).iterdir():
+        if item.name in (CONFIG, SNAKEMAKE_MARKER) or (item.is_dir() and item.name.isdigit()):
+            continue  # the config written below; of the versions, the served one alone
+        copy_artifact(item, out / item.name)
+    copy_artifact(served, out / VERSION)
+    config.name = name
+    config.ClearField("version_policy")
+    triton_config.write(config, out / CONFIG)
+    return backend
+
+
+def served_version(model_dir: Path, config: mc.ModelConfig) -> Path:
+    """The one version folder of a model that its config's version_policy serves (default:
+    the latest); refused where it serves none or several: the pipeline measures one."""
+    found = sorted((p for p in Path(model_dir).iterdir() if p.is_dir() and p.name.isdigit()),
+                   key=lambda p: int(p.name))
+    policy = config.version_policy
+    choice = policy.WhichOneof("policy_choice")
+    if choice == "all":
+        served = found
+    elif choice == "specific":
+        served = [p for p in found if int(p.name) in policy.specific.versions]
+    else:
+        served = found[-(policy.latest.num_versions or 1):]
+    if len(served) != 1:
+        raise ValueError(f"model folder '{model_dir}' serves {len(served)} versions "
+                         f"({', '.join(p.name for p in served) or 'no numbered folder'}): the "
+                         "pipeline measures one; set its version_policy to the one to measure "
+                         "(e.g. latest { num_versions: 1 }) and keep its version folder")
+    return served[0]
