@@ -391,9 +391,7 @@ exec setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all \
 
 def unprivileged(user, cmd: list[str], env: dict, **popen) -> subprocess.Popen:
     """`cmd` started as `user` (other_user's) with no capability at all: an unprivileged
-    user's process, as on a host where the pipeline does not run as root. This
-    environment's Python is made reachable to it where it lies in a folder others may not
-    enter (`_UNPRIVILEGED`); the tests that use it run as root (other_user)."""
+    user's process, this environment's Python made reachable to it (`_UNPRIVILEGED`)."""
     missing = [tool for tool in ("unshare", "setpriv", "mount") if not shutil.which(tool)]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (util-linux) to act as an unprivileged user")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -306,32 +307,55 @@ def test_a_killed_stub_is_named_at_once_not_retried(toy_repo, tmp_path):  # noqa
     assert (tmp_path / "perf.log").read_text().count("$ ") == 1
 
 
+def _killing(server, sig: signal.Signals) -> threading.Thread:
+    """A thread that sends `sig` to the server's perf_analyzer half a second into its run."""
+    def kill_when_running():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for proc in psutil.process_iter(["name", "environ"]):
+                if proc.info["name"] == "perf_analyzer" and (proc.info["environ"] or {}).get(
+                        "DEPLOYBENCH_SHM_DIR") == str(server.shm_dir):
+                    time.sleep(0.5)
+                    proc.send_signal(sig)
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_running)
+    killer.start()
+    return killer
+
+
 def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa: F811
     """perf_analyzer killed mid-level (here SIGBUS, what a full /dev/shm gives it) is
     reported as killed, with /dev/shm's free space, not as a level that did not settle."""
-    import threading
-
     work, _ = toy_repo
     data = _data(tmp_path)
     with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy") as server:
-        def kill_when_running():
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                for proc in psutil.process_iter(["name", "environ"]):
-                    if proc.info["name"] == "perf_analyzer" and (proc.info["environ"] or {}).get(
-                            "DEPLOYBENCH_SHM_DIR") == str(server.shm_dir):
-                        time.sleep(0.5)
-                        proc.send_signal(signal.SIGBUS)
-                        return
-                time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_when_running)
-        killer.start()
+        killer = _killing(server, signal.SIGBUS)
         with open(tmp_path / "perf.log", "w") as log, \
                 pytest.raises(perf_analyzer.PerfDeath,
                               match=r"killed by SIGBUS: .*/dev/shm has \d+ bytes free"):
             perf_analyzer.measure(_run(1_000_000), "offline", server,
                                   perf_analyzer.Row(1, 1, "system"), data, tmp_path, log)
+        killer.join()
+
+
+def test_a_warm_up_killed_by_a_signal_fails_its_scenario(toy_repo, tmp_path):  # noqa: F811
+    """The warm-up's perf_analyzer killed by a signal used to be ignored: the levels were
+    measured unwarmed, nothing said so. Now the scenario fails, naming the signal and the
+    warm-up's level."""
+    work, _ = toy_repo
+    data = _data(tmp_path)
+    run = _run(1_000_000)
+    run["model"]["offline"]["warmup_windows"] = 2
+    with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy") as server:
+        killer = _killing(server, signal.SIGKILL)
+        with open(tmp_path / "perf.log", "w") as log, \
+                pytest.raises(perf_analyzer.PerfDeath,
+                              match=r"perf_analyzer was killed by SIGKILL, on the offline "
+                                    r"warm-up at batch 1, concurrency 1, system shared memory"):
+            perf_analyzer.warm_up(run, "offline", server, [perf_analyzer.Row(1, 1, "system")],
+                                  data, tmp_path, log)
         killer.join()
 
 

@@ -237,13 +237,8 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
     for (Request* r : group) run_group({r}, now_ns());
     return;
   }
-  for (Request* r : group) {
-    if (!error.empty()) {
-      r->error = "model '" + model_.name + "': " + error;
-      r->code = code;
-    }
-    finish(*r, times);
-  }
+  // counted before the responses go: a client that reads the metrics or statistics once
+  // answered finds its requests there
   if (error.empty()) {
     profile(times, samples);
     if (metrics_) metrics_->update(*engine_->table_counts());
@@ -253,6 +248,13 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
   } else {
     log_error("model '" + model_.name + "' failed a batch of " + std::to_string(total) + ": " +
               error);
+  }
+  for (Request* r : group) {
+    if (!error.empty()) {
+      r->error = "model '" + model_.name + "': " + error;
+      r->code = code;
+    }
+    finish(*r, times);
   }
 }
 
