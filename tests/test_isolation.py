@@ -187,7 +187,7 @@ def test_an_unprivileged_users_measurement_is_isolated_by_a_user_namespace(
         # its own install (the toy model is the python backend's: no C++ backend built)
         env = {"HOME": str(home), "DEPLOYBENCH_CACHE": str(home / "cache"),
                "CXX": str(home / "no-compiler")}
-        step = _start_step(home / "repo", home, isolate=True, requests=3000, env=env,
+        step = _start_step(home / "repo", home, isolate=True, requests=1000, env=env,
                            start=functools.partial(unprivileged, other_user))
         started = json.loads(step.stdout.readline() or "{}")
         assert re.match(rf"its own \(uid {other_user.uid}, gid {other_user.gid} mapped to "

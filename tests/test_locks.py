@@ -188,7 +188,7 @@ def test_a_lock_file_swapped_by_another_user_never_lets_two_measurements_overlap
         env = {"DEPLOYBENCH_LOCK_DIR": str(folder), "STEP_DEVICE": "cpu"}
         (folder / "a").mkdir()
         (folder / "b").mkdir()
-        steps = [_start_step(work / "repo", folder / "a", isolate=False, requests=1500, env=env)]
+        steps = [_start_step(work / "repo", folder / "a", isolate=False, requests=400, env=env)]
         started = json.loads(steps[0].stdout.readline())  # A holds the lock, and measures
         swap = other_user(["sh", "-c", f"rm -f {lock} && touch {lock}"])
         steps.append(_start_step(work / "repo", folder / "b", isolate=False, requests=100,
