@@ -475,3 +475,4 @@ def test_dlrm_large_is_dlrm_with_tables_ten_times_a_larger_cache():
     assert large["ensemble"] == {**dlrm["ensemble"], "perf_samples": 262144}
     assert large["offline"] == dlrm["offline"]
     assert large["reference"]["pairs"] == dlrm["reference"]["pairs"]
+

@@ -10,6 +10,7 @@ by the real Snakemake, served equal to their in-process runner."""
 import copy
 import mmap
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -21,6 +22,7 @@ import pytest
 import torch
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from conftest import at_once, check_littles_law, cuda_infer, snakemake
 from deploybench import artifacts, deployments, source_model
@@ -36,8 +38,8 @@ GPU = pytest.mark.gpu
 
 
 class Toy(torch.nn.Module):
-    """Two outputs of different shapes; raises where a request asks it to (x[0, 0] > 1e6),
-    unless `checks` is off (a CUDA graph cannot capture the check's synchronisation)."""
+    """Two outputs of different shapes; raises where a request asks it to (a value above
+    1e6), unless `checks` is off (a CUDA graph cannot capture the check's synchronisation)."""
 
     def __init__(self, checks: bool = True):
         super().__init__()
@@ -45,7 +47,7 @@ class Toy(torch.nn.Module):
         self.checks = checks
 
     def forward(self, x):
-        if self.checks and bool(x[0, 0] > 1e6):
+        if self.checks and bool((x > 1e6).any()):
             raise RuntimeError("toy refuses inputs above 1e6")
         return torch.tanh(self.linear(x)), x.sum(dim=1, keepdim=True) * 2
 
@@ -208,6 +210,91 @@ def test_a_model_that_raises_or_a_wrong_dtype_gets_an_error_and_the_server_serve
         server.ensure_alive()
         for g, w in zip(grpc_infer(server, x, "raising"), expected(module, x)):
             np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("serve_with", [cpp_backend.NAME, "python"])
+def test_one_bad_request_in_a_dynamic_batch_fails_alone_without_a_path(triton, toy, serve_with):
+    """One client's request with a value the model refuses, among eight other clients'
+    good ones, all in the dynamic batcher's queue at once: the good ones used to fail with
+    the batch (79 % on the C++ backend, 77 % on the python backend) and the bad one got a
+    traceback with the server's paths. Now every good request gets its own outputs, the bad
+    one an error that says what is wrong and names no file, Triton's statistics count that
+    one failure (the C++ backend's), and the server log keeps the traceback."""
+    work, module = toy
+    name = f"mixed-{serve_with}"
+    run = {**run_of(max_batch=64, delay_us=300_000), "server": {"serve_with": serve_with}}
+    repo = work / f"repo-{name}"
+    assert repository.create(run, work / "model.pt", repo, triton.backends, name) == serve_with
+    rng = np.random.default_rng(3)
+    sent = [rng.standard_normal((2, 4)).astype(np.float32) for _ in range(9)]
+    sent[4][1, 2] = 1e9  # the bad value, in its second sample
+
+    def send(x):
+        try:
+            return grpc_infer(server, x, name)
+        except InferenceServerException as err:
+            return err
+
+    with TritonServer(triton, repo, work / f"{name}.log", name) as server:
+        results = at_once([lambda x=x: send(x) for x in sent])
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            stats = client.get_inference_statistics(name).model_stats[0].inference_stats
+    for x, got in [*zip(sent[:4], results[:4]), *zip(sent[5:], results[5:])]:
+        assert not isinstance(got, Exception), got
+        for g, w in zip(got, expected(module, x)):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+    refused = results[4]
+    assert isinstance(refused, InferenceServerException), refused
+    assert re.fullmatch(rf"model '{name}': (\w+: )?(builtins\.)?RuntimeError: toy refuses "
+                        r"inputs above 1e6", refused.message()), refused.message()
+    # (Triton's python backend counts a request it answered with an error as a success)
+    assert (stats.success.count, stats.fail.count) == (
+        (8, 1) if serve_with == cpp_backend.NAME else (9, 0)), stats
+    log = (work / f"{name}.log").read_text()
+    assert re.search(rf"model '{name}' failed a batch of [2-9] requests", log), log[-3000:]
+    assert "Traceback" in log and str(Path(__file__).name) in log  # the model's source
+
+
+def test_a_region_truncated_under_the_server_fails_its_request_not_the_server(triton, toy):
+    """A client's system shared-memory region, truncated by the server's own user after it
+    was registered: the server's in-place read of it used to end the server (SIGBUS in
+    libtorch). Now the request fails, naming the truncation, as does a later one naming the
+    region (its lost page reads as zeros), an output region truncated likewise fails its
+    request, and the server serves every other request on."""
+    work, module = toy
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    want = expected(module, x)
+    with serve(triton, work, run_of(), "truncated") as server, \
+            grpcclient.InferenceServerClient(server.grpc_url) as client:
+        regions = {k: _region(server, f"cut-{k}", 4096) for k in ("x", "y")}
+        np.ndarray(x.shape, np.float32, regions["x"])[:] = x
+        for k in regions:
+            client.register_system_shared_memory(f"r{k}", f"/cut-{k}", 4096)
+
+        def infer(output_in_region: bool):
+            tensor = grpcclient.InferInput("x", list(x.shape), "FP32")
+            tensor.set_shared_memory("rx", x.nbytes)
+            out = grpcclient.InferRequestedOutput("y")
+            if output_in_region:
+                out.set_shared_memory("ry", 3 * x.shape[0] * 4)
+            return client.infer("truncated", [tensor], outputs=[out])
+
+        np.testing.assert_allclose(infer(False).as_numpy("y"), want[0], rtol=0, atol=1e-6)
+        os.truncate(server.shm_dir / "cut-y", 0)
+        with pytest.raises(InferenceServerException, match=r"output 'y' lies in a shared-"
+                                                           r"memory region that was truncated"):
+            infer(True)
+        os.truncate(server.shm_dir / "cut-x", 0)
+        for _ in range(2):  # the page lost, and remembered
+            with pytest.raises(InferenceServerException, match=r"input 'x' lies in a shared-"
+                                                               r"memory region that was trunc"):
+                infer(False)
+        server.ensure_alive()
+        for g, w in zip(grpc_infer(server, x, "truncated"), want):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-6)
+        client.unregister_system_shared_memory()
+        for region in regions.values():
+            region.close()
 
 
 class Warns(torch.nn.Module):

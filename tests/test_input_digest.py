@@ -94,6 +94,21 @@ def test_absurd_or_missing_inputs_are_refused_naming_them(tmp_path, monkeypatch)
         _folder(tmp_path / "plain", {"a": b"1"}), tmp_path / "p.json")
 
 
+def test_a_missing_checkpoint_and_dataset_are_named_by_a_dry_run(tmp_path):
+    """Both named at once, before any job, in a dry run as in a real one (`deploybench
+    plan`): a dry run used to plan around them (naming, at most, the first one met)."""
+    checkpoint, data = tmp_path / "gone" / "checkpoint.pt", tmp_path / "gone" / "electricity"
+    work = tmp_path / "work"
+    work.mkdir()
+    result = snakemake(work, "-n", "--config", tiny_models(
+        tmp_path, weights={"checkpoint": str(checkpoint)}, data={"path": str(data)}),
+        check=False)
+    assert result.returncode != 0
+    assert (f"model 'tft-tiny': weights.checkpoint '{checkpoint}' and data.path '{data}' do "
+            "not exist") in result.stdout + result.stderr, result.stdout + result.stderr
+    assert not planned_jobs(result)
+
+
 def _set_back(path: Path, days: float = 1) -> None:
     """The mtime `tar x`, `cp -p` or `rsync -a` leave: the original's, before the build."""
     old = time.time_ns() - int(days * 86_400e9)

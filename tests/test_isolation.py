@@ -3,13 +3,18 @@ death: the namespaces a serving step moves into (deploybench.measurement.isolati
 that ends the server, its stub and perf_analyzer with the step, and the requests and
 settings changes a level records when it runs on the host's loopback."""
 
+import functools
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +22,7 @@ import psutil
 import pytest
 from test_triton import RUN, toy_repo  # noqa: F401 (a real ONNX model, python backend)
 
+from conftest import unprivileged
 from deploybench import serving
 from deploybench.triton import install, perf_analyzer, perf_failures
 from deploybench.triton.server import TritonServer
@@ -33,37 +39,45 @@ def _data(tmp_path: Path) -> Path:
     return data
 
 
-# A measuring step in miniature: optionally isolated, it takes the device lock, starts
-# the server on the toy repository and runs perf_analyzer (system shared memory) for long
-# enough to be killed, printing the server's ports and prefix first.
+# A measuring step in miniature, as deploybench.steps.run orders one: it takes the device
+# lock (DEPLOYBENCH_LOCK_DIR, device STEP_DEVICE), then, optionally, isolates itself before
+# any thread starts (numpy's would refuse it a user namespace), starts the server on the
+# toy repository and runs perf_analyzer (system shared memory) for long enough to be
+# killed, printing the server's ports, prefix and isolation first, its lock's record last.
 STEP = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     from pathlib import Path
     from deploybench.measurement import isolation, locks
-    from deploybench.triton import install, perf_analyzer
-    from deploybench.triton.server import TritonServer
     repo, work, isolate, requests = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-    state = isolation.isolate() if isolate == "yes" else {}
-    run = json.loads(sys.argv[5])
-    with locks.device_lock("isolation-test") as held, TritonServer(
-            install.prepare(), repo, work / "server.log", "toy", keep_fds=(held.fd,)) as s:
-        print(json.dumps({"ports": s.ports, "shm_dir": str(s.shm_dir), **state}), flush=True)
-        run["model"]["offline"] = {"measurement_request_count": int(requests)}
-        cmd = perf_analyzer.command(run, "offline", s, perf_analyzer.Row(4, 1, "system"),
-                                    work / "data.json", work / "pa.csv")
-        result = perf_analyzer.run_client(s, cmd)
-        print(json.dumps({"rc": result.returncode, "out": result.stdout[-2000:]}), flush=True)
+    with locks.device_lock(os.environ.get("STEP_DEVICE", "isolation-test")) as held:
+        state = isolation.isolate() if isolate == "yes" else {}
+        from deploybench.triton import install, perf_analyzer
+        from deploybench.triton.server import TritonServer
+        run = json.loads(sys.argv[5])
+        with TritonServer(install.prepare(), repo, work / "server.log", "toy",
+                          keep_fds=(held.fd,)) as s:
+            print(json.dumps({"ports": s.ports, "shm_dir": str(s.shm_dir), **state}), flush=True)
+            run["model"]["offline"] = {"measurement_request_count": int(requests)}
+            cmd = perf_analyzer.command(run, "offline", s, perf_analyzer.Row(4, 1, "system"),
+                                        work / "data.json", work / "pa.csv")
+            result = perf_analyzer.run_client(s, cmd)
+        held.verify()
+    print(json.dumps({"rc": result.returncode, "out": result.stdout[-2000:],
+                      "lock": held.record}), flush=True)
 """)
 
 
-def _start_step(repo: Path, work: Path, isolate: bool, requests: int) -> subprocess.Popen:
+def _start_step(repo: Path, work: Path, isolate: bool, requests: int, env: dict | None = None,
+                start=subprocess.Popen) -> subprocess.Popen:
+    """STEP in a process of its own (`start`: how, e.g. conftest.unprivileged), its lock
+    in `work`/locks unless `env` names another folder."""
     _data(work)
     run = {**RUN, "model": dict(RUN["model"]), "perf": PERF}
-    env = {**os.environ, "PYTHONPATH": str(SCRIPTS), "DEPLOYBENCH_LOCK_DIR": str(work / "locks")}
-    (work / "locks").mkdir(mode=0o700)
-    return subprocess.Popen([sys.executable, "-c", STEP, str(repo), str(work),
-                             "yes" if isolate else "no", str(requests), json.dumps(run)],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    env = {**os.environ, "PYTHONPATH": str(SCRIPTS), "DEPLOYBENCH_LOCK_DIR": str(work / "locks"),
+           **(env or {})}
+    Path(env["DEPLOYBENCH_LOCK_DIR"]).mkdir(mode=0o700, exist_ok=True)
+    return start([sys.executable, "-c", STEP, str(repo), str(work), "yes" if isolate else "no",
+                  str(requests), json.dumps(run)], stdout=subprocess.PIPE, text=True, env=env)
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -105,6 +119,19 @@ def test_a_killed_step_leaves_no_server_stub_perf_analyzer_or_shared_memory(toy_
     assert taken.returncode == 0, taken.stderr
 
 
+def _unreachable(started: dict) -> tuple[list[int], list[str]]:
+    """What of an isolated step this process finds from the host's namespaces: the
+    server's ports it can connect to, its shared-memory folder in /dev/shm."""
+    found = []
+    for port in sorted(started["ports"].values()):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            found.append(port)
+        except OSError:
+            pass
+    return found, [n for n in os.listdir("/dev/shm") if n == Path(started["shm_dir"]).name]
+
+
 def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,  # noqa: F811
                                                              other_user):
     """A step that isolates itself serves on a loopback of its own and keeps its shared
@@ -116,6 +143,7 @@ def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,
     started = json.loads(step.stdout.readline())
     assert started["network"].startswith("a namespace of its own"), started
     assert started["shared_memory"].startswith("a /dev/shm of its own"), started
+    assert "user_namespace" not in started  # root's: the host's own namespaces
     probe = textwrap.dedent(f"""
         import os, socket, sys
         found = []
@@ -139,6 +167,45 @@ def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,
     assert step.wait() == 0 and ended["rc"] == 0, ended["out"]
     assert perf_analyzer.foreign_requests(ended["out"], perf_analyzer.Row(4, 1, "system"),
                                           {"p99 latency (ms)": 0.0}) == 0
+
+
+def test_an_unprivileged_users_measurement_is_isolated_by_a_user_namespace(
+        toy_repo, tmp_path, other_user):  # noqa: F811
+    """A step without CAP_SYS_ADMIN (here a user other than root, every capability
+    dropped) used to run on the host's loopback and /dev/shm, where any other user could
+    list its regions and send it requests. It now makes a user namespace of its own first,
+    and in it a network and a /dev/shm of its own: root, from the host's, finds no port of
+    its server open and no region of it while it measures; what it records names the user
+    namespace; the measurement ends as it would alone."""
+    work, _ = toy_repo
+    home = Path(tempfile.mkdtemp(prefix="deploybench-unprivileged-", dir="/tmp"))
+    try:
+        shutil.copytree(work / "repo", home / "repo")
+        (home / "locks").mkdir(mode=0o700)
+        subprocess.run(["chown", "-R", f"{other_user.uid}:{other_user.gid}", str(home)],
+                       check=True)
+        # its own install (the toy model is the python backend's: no C++ backend built)
+        env = {"HOME": str(home), "DEPLOYBENCH_CACHE": str(home / "cache"),
+               "CXX": str(home / "no-compiler")}
+        step = _start_step(home / "repo", home, isolate=True, requests=1000, env=env,
+                           start=functools.partial(unprivileged, other_user))
+        started = json.loads(step.stdout.readline() or "{}")
+        assert re.match(rf"its own \(uid {other_user.uid}, gid {other_user.gid} mapped to "
+                        r"themselves alone\), since the host's namespaces need CAP_SYS_ADMIN: "
+                        r".*unshare\(CLONE_NEWNET\): Operation not permitted",
+                        started.get("user_namespace", "")), started
+        assert started["network"].startswith("a namespace of its own"), started
+        assert started["shared_memory"].startswith("a /dev/shm of its own"), started
+        tries = 0
+        while step.poll() is None and tries < 20:  # while it measures
+            assert _unreachable(started) == ([], []), started
+            tries += 1
+            time.sleep(0.1)
+        assert tries > 0
+        ended = json.loads(step.stdout.readline())
+        assert step.wait() == 0 and ended["rc"] == 0, ended["out"]
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=True)
 
 
 def test_foreign_inference_and_a_changed_log_level_flag_a_level(toy_repo, tmp_path,  # noqa: F811
@@ -240,32 +307,55 @@ def test_a_killed_stub_is_named_at_once_not_retried(toy_repo, tmp_path):  # noqa
     assert (tmp_path / "perf.log").read_text().count("$ ") == 1
 
 
+def _killing(server, sig: signal.Signals) -> threading.Thread:
+    """A thread that sends `sig` to the server's perf_analyzer half a second into its run."""
+    def kill_when_running():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for proc in psutil.process_iter(["name", "environ"]):
+                if proc.info["name"] == "perf_analyzer" and (proc.info["environ"] or {}).get(
+                        "DEPLOYBENCH_SHM_DIR") == str(server.shm_dir):
+                    time.sleep(0.5)
+                    proc.send_signal(sig)
+                    return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_running)
+    killer.start()
+    return killer
+
+
 def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa: F811
     """perf_analyzer killed mid-level (here SIGBUS, what a full /dev/shm gives it) is
     reported as killed, with /dev/shm's free space, not as a level that did not settle."""
-    import threading
-
     work, _ = toy_repo
     data = _data(tmp_path)
     with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy") as server:
-        def kill_when_running():
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                for proc in psutil.process_iter(["name", "environ"]):
-                    if proc.info["name"] == "perf_analyzer" and (proc.info["environ"] or {}).get(
-                            "DEPLOYBENCH_SHM_DIR") == str(server.shm_dir):
-                        time.sleep(0.5)
-                        proc.send_signal(signal.SIGBUS)
-                        return
-                time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_when_running)
-        killer.start()
+        killer = _killing(server, signal.SIGBUS)
         with open(tmp_path / "perf.log", "w") as log, \
                 pytest.raises(perf_analyzer.PerfDeath,
                               match=r"killed by SIGBUS: .*/dev/shm has \d+ bytes free"):
             perf_analyzer.measure(_run(1_000_000), "offline", server,
                                   perf_analyzer.Row(1, 1, "system"), data, tmp_path, log)
+        killer.join()
+
+
+def test_a_warm_up_killed_by_a_signal_fails_its_scenario(toy_repo, tmp_path):  # noqa: F811
+    """The warm-up's perf_analyzer killed by a signal used to be ignored: the levels were
+    measured unwarmed, nothing said so. Now the scenario fails, naming the signal and the
+    warm-up's level."""
+    work, _ = toy_repo
+    data = _data(tmp_path)
+    run = _run(1_000_000)
+    run["model"]["offline"]["warmup_windows"] = 2
+    with TritonServer(install.prepare(), work / "repo", tmp_path / "s.log", "toy") as server:
+        killer = _killing(server, signal.SIGKILL)
+        with open(tmp_path / "perf.log", "w") as log, \
+                pytest.raises(perf_analyzer.PerfDeath,
+                              match=r"perf_analyzer was killed by SIGKILL, on the offline "
+                                    r"warm-up at batch 1, concurrency 1, system shared memory"):
+            perf_analyzer.warm_up(run, "offline", server, [perf_analyzer.Row(1, 1, "system")],
+                                  data, tmp_path, log)
         killer.join()
 
 

@@ -3,7 +3,9 @@ the lock folder is refused and left as it was, another user's real lock is waite
 a bound, naming who holds it), and a lock handed to a server lives as long as it does."""
 
 import fcntl
+import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -12,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from test_isolation import _start_step
+from test_triton import toy_repo  # noqa: F401 (a real ONNX model, python backend)
 
 from conftest import OTHER_USER
 from deploybench.measurement import locks
@@ -98,6 +102,7 @@ def test_a_foreign_file_that_is_no_lock_is_refused_untouched(tmp_root, other_use
 
 def test_another_users_lock_is_waited_on_with_a_bound_and_never_remoded(
         tmp_root, other_user, monkeypatch):
+    """...and made root's, so that its maker can no longer remove it (the swap below)."""
     lock = host_folder(tmp_root) / "cpu.lock"
     assert other_user(["sh", "-c", f"umask 077 && touch {lock}"]).returncode == 0
     before = os.lstat(lock)
@@ -122,7 +127,7 @@ def test_another_users_lock_is_waited_on_with_a_bound_and_never_remoded(
         os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
     after = os.lstat(lock)
-    assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
+    assert (after.st_mode, after.st_ino, after.st_uid) == (before.st_mode, before.st_ino, 0)
 
 
 def test_a_host_folder_another_user_made_is_not_used(tmp_root, other_user):
@@ -165,3 +170,53 @@ def test_a_lock_handed_to_a_process_lives_until_that_process_ends(tmp_root, monk
         server.wait()
     with locks.device_lock("cpu") as held:
         assert held.record["waited_s"] < 0.5
+
+
+def test_a_lock_file_swapped_by_another_user_never_lets_two_measurements_overlap(
+        toy_repo, other_user):  # noqa: F811
+    """Another user makes the lock file first (after a reboot, say), measurement A takes
+    it, the user removes it and makes it again, measurement B starts: B used to take the
+    new file at once (waited 0 s) and both measured together, each recording that it ran
+    alone. Now A makes the file root's as it takes it, so the user cannot remove it, and B
+    waits for A: their recorded lock times do not overlap."""
+    work, _ = toy_repo
+    folder = Path(tempfile.mkdtemp(prefix="deploybench-swap-", dir="/tmp"))
+    try:
+        folder.chmod(0o1777)  # root's, sticky and world-writable: the host folder's kind
+        lock = folder / "cpu.lock"
+        assert other_user(["touch", str(lock)]).returncode == 0
+        env = {"DEPLOYBENCH_LOCK_DIR": str(folder), "STEP_DEVICE": "cpu"}
+        (folder / "a").mkdir()
+        (folder / "b").mkdir()
+        steps = [_start_step(work / "repo", folder / "a", isolate=False, requests=400, env=env)]
+        started = json.loads(steps[0].stdout.readline())  # A holds the lock, and measures
+        swap = other_user(["sh", "-c", f"rm -f {lock} && touch {lock}"])
+        steps.append(_start_step(work / "repo", folder / "b", isolate=False, requests=100,
+                                 env=env))
+        ended = [json.loads(s.stdout.read().strip().splitlines()[-1]) for s in steps]
+        assert [s.wait() for s in steps] == [0, 0] and started
+    finally:
+        subprocess.run(["rm", "-rf", str(folder)], check=True)
+    a, b = (e["lock"] for e in ended)
+    assert a["lock"] == b["lock"] == str(lock)
+    assert b["acquired_at"] >= a["released_at"] and b["waited_s"] > 0, (a, b)
+    assert swap.returncode != 0 and "Operation not permitted" in swap.stderr, swap
+
+
+def test_a_run_that_cannot_trust_a_lock_file_says_so_and_does_not_measure(tmp_root, other_user):
+    """A user's run finding a third user's lock file (here nobody's) in the shared folder:
+    that user could swap it under the run, which root alone can prevent (making it its
+    own). The run refuses it, naming the file and what makes it safe; nothing is changed."""
+    lock = host_folder(tmp_root) / "cpu.lock"
+    lock.touch()
+    os.chown(lock, 65534, 65534)
+    code = ("from deploybench.measurement import locks\n"
+            "with locks.device_lock('cpu'): print('measured')")
+    env = {"PYTHONPATH": str(Path(locks.__file__).parents[2]),
+           "DEPLOYBENCH_LOCK_DIR": str(lock.parent), "PATH": os.environ["PATH"]}
+    ran = other_user(["python3", "-c", code], env=env)
+    assert ran.returncode != 0 and "measured" not in ran.stdout, ran.stdout
+    assert re.search(r"LockError: lock file .*cpu\.lock belongs to another user \(owner uid "
+                     r"65534.*refused, nothing measured. A root run makes it root's",
+                     ran.stderr), ran.stderr
+    assert os.lstat(lock).st_uid == 65534

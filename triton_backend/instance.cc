@@ -163,6 +163,26 @@ void Instance::execute(TRITONBACKEND_Request** requests, uint32_t count) {
   }
 }
 
+extern const char* const kTruncated =
+    "lies in a shared-memory region that was truncated while the server read it (its lost "
+    "pages read as zeros now): register the region again";
+
+void Instance::watch(const void* data, uint64_t bytes, const std::string& what) {
+  if (lost(data, bytes)) throw std::invalid_argument(what + " " + kTruncated);
+  watched_.push_back({reinterpret_cast<uintptr_t>(data),
+                      reinterpret_cast<uintptr_t>(data) + bytes});
+  watched_what_.push_back(what);
+  region_watch_.watch(watched_);
+}
+
+std::string Instance::truncated() const {
+  for (size_t i = 0; i < watched_.size(); ++i)
+    if (lost(reinterpret_cast<const void*>(watched_[i].begin),
+             watched_[i].end - watched_[i].begin))
+      return watched_what_[i] + " " + kTruncated;
+  return std::string("an input ") + kTruncated;
+}
+
 void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start) {
   Times times;
   times.exec_start = exec_start;
@@ -170,6 +190,11 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
   for (const Request* r : group) total += r->batch;
   int64_t samples = total;  // an unbatched model's: its first input's first dimension
   std::string error;
+  TRITONSERVER_Error_Code code = TRITONSERVER_ERROR_INTERNAL;
+  bool answering = false;  // outputs made in the responses: no retry from there
+  watched_.clear();
+  watched_what_.clear();
+  watched_.reserve(64);
   try {
     c10::InferenceMode inference;
 #ifdef DEPLOYBENCH_CUDA
@@ -189,22 +214,31 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
     std::vector<at::Tensor> outputs = checked_outputs(engine_->run(inputs), total);
     synchronize();
     engine_->check_run();
+    if (region_watch_.faulted()) throw std::invalid_argument(truncated());
     times.compute_end = now_ns();
+    answering = true;
     scatter(group, outputs);
     synchronize();  // Triton reads the outputs once the responses are sent
     times.exec_end = now_ns();
   } catch (const c10::Error& e) {
     error = e.what_without_backtrace();
+  } catch (const std::invalid_argument& e) {  // the request's (a lost region)
+    error = e.what();
+    code = TRITONSERVER_ERROR_INVALID_ARG;
   } catch (const std::exception& e) {
     error = e.what();
   }
-  for (Request* r : group) {
-    if (!error.empty()) {
-      r->error = "model '" + model_.name + "': " + error;
-      r->code = TRITONSERVER_ERROR_INTERNAL;
-    }
-    finish(*r, times);
+  region_watch_.clear();
+  if (!error.empty() && group.size() > 1 && !answering) {
+    // One request's values may fail the whole batch: each is run alone (through the same
+    // checks), so that the others' succeed. The batch's error stays in the server log.
+    log_error("model '" + model_.name + "' failed a batch of " + std::to_string(group.size()) +
+              " requests (" + std::to_string(total) + " samples), each is run alone: " + error);
+    for (Request* r : group) run_group({r}, now_ns());
+    return;
   }
+  // counted before the responses go: a client that reads the metrics or statistics once
+  // answered finds its requests there
   if (error.empty()) {
     profile(times, samples);
     if (metrics_) metrics_->update(*engine_->table_counts());
@@ -215,6 +249,13 @@ void Instance::run_group(const std::vector<Request*>& group, uint64_t exec_start
     log_error("model '" + model_.name + "' failed a batch of " + std::to_string(total) + ": " +
               error);
   }
+  for (Request* r : group) {
+    if (!error.empty()) {
+      r->error = "model '" + model_.name + "': " + error;
+      r->code = code;
+    }
+    finish(*r, times);
+  }
 }
 
 void Instance::finish(Request& r, const Times& t) {
@@ -223,8 +264,9 @@ void Instance::finish(Request& r, const Times& t) {
                                                      t.compute_start, t.compute_end,
                                                      t.exec_end));
   if (r.response != nullptr) {
+    // to the client without a traceback or a path of the server's (its log has them)
     TRITONSERVER_Error* error =
-        ok ? nullptr : TRITONSERVER_ErrorNew(r.code, r.error.c_str());
+        ok ? nullptr : TRITONSERVER_ErrorNew(r.code, client_text(r.error).c_str());
     std::string unsent =
         failed(TRITONBACKEND_ResponseSend(r.response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, error));
     if (!unsent.empty()) log_error("model '" + model_.name + "': a response failed: " + unsent);

@@ -2,7 +2,9 @@
 // does with the requests Triton hands it: their inputs gathered into one batch (read in
 // place where they already lie where the engine runs), the engine run once, its outputs
 // scattered back into each request's response in the memory Triton gives for it, and
-// statistics reported for every request and for the batch.
+// statistics reported for every request and for the batch. A batch that fails before any
+// output is written is run again request by request, so that one request's bad value (an
+// index out of range) fails that request alone.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,9 +21,13 @@
 #include "host_copy.h"
 #include "metrics.h"
 #include "model.h"
+#include "region_guard.h"
 #include "triton_api.h"
 
 namespace deploybench {
+
+// Why a request fails whose host buffer lies in a truncated region (region_guard.h).
+extern const char* const kTruncated;
 
 class Instance {
  public:
@@ -46,6 +52,8 @@ class Instance {
 
   void read_request(Request& r);
   void run_group(const std::vector<Request*>& group, uint64_t exec_start);
+  void watch(const void* data, uint64_t bytes, const std::string& what);
+  std::string truncated() const;  // why the group failed where a watched read faulted
   std::vector<at::Tensor> gather(const std::vector<Request*>& group, int64_t total,
                                  bool* copied);
   std::vector<at::Tensor> placeholders(const std::vector<Request*>& group, int64_t total);
@@ -63,6 +71,9 @@ class Instance {
   std::unique_ptr<TableMetrics> metrics_;  // an engine's per-table counts, where it keeps some
   at::Tensor staging_in_, staging_out_;  // pinned host memory of a GPU instance
   std::unique_ptr<HostCopier> copier_;
+  RegionWatch region_watch_;     // the host buffers of the group it runs, where one is a
+  std::vector<Range> watched_;   // client's shared-memory region that may be truncated
+  std::vector<std::string> watched_what_;
   bool threads_set_ = false;
   // DEPLOYBENCH_PROFILE_EVERY=N: every N executions, the mean time of their phases in the
   // server log (gathering the inputs, running the model, scattering the outputs) with the

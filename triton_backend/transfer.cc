@@ -79,6 +79,7 @@ std::vector<at::Tensor> Instance::gather(const std::vector<Request*>& group, int
         TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
         int64_t id = 0;
         check(TRITONBACKEND_InputBuffer(input, b, &data, &size, &type, &id), spec.name);
+        if (type != TRITONSERVER_MEMORY_GPU) watch(data, size, "input '" + spec.name + "'");
         chunks.push_back({data, static_cast<int64_t>(size), memory_device(type, id)});
         got += static_cast<int64_t>(size);
       }
@@ -178,6 +179,7 @@ void Instance::scatter(const std::vector<Request*>& group, const std::vector<at:
     void* buffer;
     int64_t bytes;
     at::Device device;
+    Request* request;
   };
   bool batching = model_.max_batch_size > 0;
   std::vector<Target> targets;
@@ -206,9 +208,16 @@ void Instance::scatter(const std::vector<Request*>& group, const std::vector<at:
       int64_t id = device_.is_cuda() ? device_.index() : 0;
       void* buffer = nullptr;
       check(TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &type, &id), name);
-      if (bytes > 0)
+      if (bytes > 0 && type != TRITONSERVER_MEMORY_GPU && r->error.empty()) {
+        try {  // a request's lost output region fails that request alone
+          watch(buffer, static_cast<uint64_t>(bytes), std::string("output '") + name + "'");
+        } catch (const std::invalid_argument& e) {
+          r->error = e.what();
+        }
+      }
+      if (bytes > 0 && r->error.empty())
         targets.push_back({i, batching ? row : 0, slice.size(0), buffer, bytes,
-                           memory_device(type, id)});
+                           memory_device(type, id), r});
     }
     row += r->batch;
   }
@@ -243,6 +252,10 @@ void Instance::scatter(const std::vector<Request*>& group, const std::vector<at:
     }
   }
   copier_->copy(host_copies);
+  if (region_watch_.faulted())  // truncated while written: those requests fail
+    for (const Target& t : targets)
+      if (t.device.is_cpu() && lost(t.buffer, static_cast<size_t>(t.bytes)))
+        t.request->error = "output '" + model_.outputs[t.output].name + "' " + kTruncated;
 }
 
 }  // namespace deploybench

@@ -36,6 +36,36 @@ inline void check(TRITONSERVER_Error* error, const std::string& what) {
   if (!text.empty()) throw std::runtime_error(what + ": " + text);
 }
 
+// An error as a client may see it: a TorchScript interpreter's traceback cut to its last
+// line (the error itself), and every absolute path of the server's (a model's source files,
+// the libraries') replaced, so that a request learns nothing of the server's files. The
+// server log keeps the whole text.
+inline std::string client_text(const std::string& error) {
+  std::string text = error;
+  if (text.find("Traceback") != std::string::npos) {
+    size_t end = text.find_last_not_of(" \n");  // not npos: the text has a word
+    size_t start = text.rfind('\n', end);
+    size_t from = start == std::string::npos ? 0 : start + 1;
+    size_t colon = text.find(": ");  // "model 'm': " where the first line begins with it
+    std::string prefix = colon < text.find('\n') ? text.substr(0, colon + 2) : "";
+    text = prefix + text.substr(from, end + 1 - from);
+  }
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    bool starts = text[i] == '/' && (i == 0 || std::string(" \t\n'\"(=[,:").find(text[i - 1]) !=
+                                                   std::string::npos);
+    size_t end = starts ? text.find_first_of(" \t\n'\")],", i) : i;
+    if (end == std::string::npos) end = text.size();
+    if (starts && text.find('/', i + 1) < end) {  // a path of two parts at least
+      out += "<server path>";
+      i = end;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
 inline void log_error(const std::string& text) {
   failed(TRITONSERVER_LogMessage(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, text.c_str()));
 }

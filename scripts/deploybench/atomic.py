@@ -1,11 +1,15 @@
 """Write outputs atomically: a failed or interrupted step never leaves a partial file
-that could pass for a result, and never destroys an earlier good one."""
+that could pass for a result, and never destroys an earlier good one. What a killed write
+left (`.<name>.tmp-<pid><suffix>` of a process that is gone: kill -9, the OOM killer) is
+removed by the next write of that output."""
 
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +22,7 @@ def output(path: str | Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     # the suffix kept last: some writers insist on it (AOTInductor's .pt2)
     tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    remove_stale(path)
     try:
         yield tmp
         if tmp.is_dir() and path.is_dir():
@@ -29,6 +34,33 @@ def output(path: str | Path):
             shutil.rmtree(tmp, ignore_errors=True)
         elif tmp.exists():
             tmp.unlink()
+
+
+def remove_stale(path: Path) -> list[Path]:
+    """The temporary siblings of `path` that writes killed before their end left (their
+    process gone; a live one's is its write in progress), removed: what was removed."""
+    pattern = re.compile(rf"\.{re.escape(path.stem)}\.tmp-(\d+){re.escape(path.suffix)}")
+    removed = []
+    for sibling in path.parent.glob(f".{glob.escape(path.stem)}.tmp-*"):
+        match = pattern.fullmatch(sibling.name)
+        if not match or _alive(int(match.group(1))):
+            continue
+        if sibling.is_dir() and not sibling.is_symlink():
+            shutil.rmtree(sibling, ignore_errors=True)
+        else:
+            sibling.unlink(missing_ok=True)
+        removed.append(sibling)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: not ours to judge
+        return True
+    return True
 
 
 def _replace_dir(tmp: Path, path: Path) -> None:

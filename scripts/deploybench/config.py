@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from . import baseline, deployments, layout
+from . import baseline, deployments, input_digest, layout
 from .backends import (
     BACKENDS,
     EXPORT_ARTIFACTS,
@@ -27,6 +27,7 @@ from .backends import (
 )
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
+from .models import memory
 from .run_facts import protocol, scenario_modes, shared_memory_modes, window
 from .step_specs import OFFLINE_ENSEMBLE, STORE_SETTINGS
 
@@ -34,9 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "config" / "schema"
 
 
-# Registry fields that say where a cluster runs a key (deploybench.cluster), not what a
-# step reads: kept out of the run, so that editing them re-runs nothing.
-SCHEDULER_FIELDS = ("slurm", "kubernetes")
+# Registry fields that say where a cluster runs a key (deploybench.cluster) and how much
+# memory its device has (read while planning), not what a step reads: kept out of the run,
+# so that editing them re-runs nothing.
+SCHEDULER_FIELDS = ("slurm", "kubernetes", "memory_gib")
 
 
 @cache
@@ -179,6 +181,10 @@ class Settings:
             model = deep_merge(_extended(key, raw), overrides.get(key) or {})
             where = f" with model_overrides.{key}" if key in overrides else ""
             validate(model, "model.schema.yaml", f"model config {path}{where}")
+            # the plug-in's hyper-parameters, where it has a schema (a network's sizes)
+            plugin_schema = f"hparams-{model['plugin']}.schema.yaml"
+            if (SCHEMA_DIR / plugin_schema).is_file():
+                validate(model["hparams"], plugin_schema, f"model config {path}{where}: hparams")
             for backend in model["backends"]:
                 _choice("backend", backend, BACKENDS)
             for backend in model.get("backend_overrides", {}):
@@ -285,6 +291,9 @@ class Settings:
                     self.export_precision(model, gpu, backend, highest)
         for t in targets:
             self.check_key(t["model"], t["gpu"], t["backend"], t["precision"])
+            missing = input_digest.missing(t["model"], self.models[t["model"]])
+            if missing:
+                raise ConfigError(missing)
 
     def export_precision(self, model: str, gpu: str, backend: str, precision: str) -> str:
         """The precision a configuration's export is written in (`export.precision`: fp32,
@@ -398,6 +407,10 @@ class Settings:
         settings = self.model_settings(model, gpu, backend)
         _check_batches(model, gpu, backend, settings)
         _check_gpus(model, gpu, self.gpus[gpu], settings)
+        refused = (input_digest.missing(model, settings)
+                   or memory.refusal(model, gpu, self.gpus[gpu], settings, precision))
+        if refused:
+            raise ConfigError(refused)
         exported = self.export_precision(model, gpu, backend, precision)
         return {
             "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},

@@ -37,6 +37,20 @@ class InputError(ValueError):
     """An input that cannot be a checkpoint or a dataset: missing, or far too many files."""
 
 
+def missing(model: str, settings: dict) -> str | None:
+    """Why a model's configured checkpoint or dataset cannot be read (None where both can,
+    or are not set): every one of them named at once, while planning, dry run or not."""
+    wanted = {"weights.checkpoint": settings["weights"]["checkpoint"],
+              "data.path": settings["data"]["path"]}
+    gone = [f"{key} '{path}'" for key, path in wanted.items() if path and not
+            os.path.exists(path)]
+    if not gone:
+        return None
+    return (f"model '{model}': {' and '.join(gone)} {'does' if len(gone) == 1 else 'do'} not "
+            f"exist (from {os.getcwd()}); give existing paths, or null for a seeded "
+            "initialisation and a generated dataset")
+
+
 def _walk(root: Path, what: str) -> list[tuple[str, Path]]:
     """(relative name, path) of every regular file under `root` (a file: itself), symbolic
     links followed (each folder once), by name."""

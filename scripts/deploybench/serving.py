@@ -139,7 +139,9 @@ def cache_report(server: TritonServer) -> dict:
 
 
 def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> None:
-    """A scenario's table and JSON, both whole or neither, and their dated copies."""
+    """A scenario's table and JSON, both whole or neither, and their dated copies; none
+    where the step's device lock was split meanwhile (device.verify_held)."""
+    device.verify_held()
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.round(4).to_csv(tmp_csv, index=False)
         tmp_json.write_text(atomic.json_text(report))

@@ -156,7 +156,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                                   work) as (server, prov, data_json):
         if sweep[0].shapes:  # an ensemble: its cache warmed as the reference's was
             extra |= _cache_warmup(spec, server, config_pbtxt, data_dir, sweep[0].model)
-        perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
+        unwarmed = perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
+        if unwarmed:  # the levels after a failed warm-up run: flagged in the JSON
+            extra["warmup_failed"] = unwarmed
         levels = Progress(f"{out_csv.stem} ({spec['key']['model']})", len(sweep))
         repeats = spec["perf"].get("repeats", 1)
         for row in sweep:

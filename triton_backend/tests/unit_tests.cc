@@ -1,7 +1,8 @@
 // The backend's parts that need no server, against known answers: Triton's data types as
 // ATen's; an instance's gather and scatter of every data type it serves (requests of several
 // batch sizes, an input split over buffers, each response holding its own rows, statistics in
-// order); requests of a wrong type or shape failing alone; the embedding store's lookups equal
+// order); requests of a wrong type or shape failing alone, and one of a bad value in a batch
+// (found after the run) failing alone, its error cut to the client's; the embedding store's lookups equal
 // to a plain gather on every row, hit and miss, with a cache smaller than the tables, its
 // refresh and counts; its metrics; the .npy reader's refusals; a trace's convolutions made
 // strict FP32; the host copier's copies split over threads, byte for byte. Run by tests/test_cpp_unit.py.
@@ -158,6 +159,57 @@ void test_wrong_requests_fail_alone() {
   EXPECT(requests[2].response->error.find("[1, 4]") != std::string::npos);
   for (auto& r : requests) EXPECT(r.released && r.response->sent);
   EXPECT(!requests[1].success && !requests[2].success && requests[0].success);
+}
+
+// Its input back; a negative value fails the run at check_run(), after the synchronisation,
+// as the embedding store on a GPU checks its keys, with a traceback naming a server's file.
+class Picky : public Engine {
+ public:
+  bool takes_half() const override { return false; }
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) override {
+    negative_ = inputs.at(0).lt(0).any().item<bool>();
+    return {inputs.at(0).clone()};
+  }
+  void check_run() override {
+    ++checks;
+    if (negative_)
+      throw std::runtime_error(
+          "The following operation failed in the TorchScript interpreter.\nTraceback of "
+          "TorchScript (most recent call last):\n  File \"/srv/models/picky.py\", line 7\n"
+          "RuntimeError: index -1 is out of range (see /srv/models/table.npy)\n");
+  }
+  int checks = 0;
+
+ private:
+  bool negative_ = false;
+};
+
+void test_a_bad_value_fails_only_its_request() {
+  ModelSpec spec = spec_of("INT32", 8, "identity");
+  auto engine = std::make_unique<Picky>();
+  Picky& picky = *engine;
+  Instance instance(nullptr, spec, at::kCPU, std::move(engine));
+  auto requests = requests_of("INT32");
+  std::vector<int32_t> bad{4, -1, 6};
+  requests[1].inputs[0] = fake::input("x", TRITONSERVER_TYPE_INT32, {1, 3}, bad);
+  size_t logged = fake::log.size();
+  execute(instance, requests);
+  for (size_t i : {0, 2}) {  // their own rows: run again without the bad one
+    EXPECT(requests[i].response->error.empty() && requests[i].success);
+    EXPECT(requests[i].response->outputs.size() == 1 &&
+           requests[i].response->outputs[0]->data == requests[i].inputs[0].buffers[0]);
+  }
+  const std::string& error = requests[1].response->error;
+  EXPECT(!requests[1].success && requests[1].released && requests[1].response->sent);
+  EXPECT(error == "model 'm': RuntimeError: index -1 is out of range (see <server path>)");
+  if (error.find("out of range") == std::string::npos) std::fprintf(stderr, "%s\n", error.c_str());
+  EXPECT(picky.checks == 4);  // the batch, then each request alone, each one checked
+  bool told = false;  // the server log: the batch's failure, with the whole text
+  for (size_t i = logged; i < fake::log.size(); ++i)
+    told |= fake::log[i].find("failed a batch of 3 requests (5 samples), each is run alone") !=
+                std::string::npos &&
+            fake::log[i].find("/srv/models/picky.py") != std::string::npos;
+  EXPECT(told);
 }
 
 // ---- embeddings -------------------------------------------------------------------------
@@ -369,6 +421,7 @@ int main() {
   test_types();
   for (const auto& type : kTypes) test_gather_scatter(type);
   test_wrong_requests_fail_alone();
+  test_a_bad_value_fails_only_its_request();
   test_embeddings_equal_a_plain_gather();
   test_the_cache_refreshes();
   test_embedding_metrics();

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from ..backends import BACKENDS, is_ensemble
 from ..deployments import gpu_count
-from ..runners import RUNNERS
 from . import locks
 
 
@@ -32,6 +31,8 @@ def runs_on_device(run: dict, step: str) -> bool:
     """Whether `step` of a run needs the run's device: the steps above, and a conversion
     that builds a TensorRT engine or casts to FP16 (on the device)."""
     if step == "convert":
+        from ..runners import RUNNERS  # numpy: not imported before a step isolates itself
+
         runner = (BACKENDS[run["backend"]["dense"]].runner  # an ensemble converts its dense part
                   if is_ensemble(run) else run["backend"]["runner"])
         return RUNNERS[runner].builds_on_device or run["precision"] != "fp32"
@@ -204,6 +205,13 @@ def claim(run: dict, hold: bool = True, count: int = 1):
             yield _claimed
         finally:
             _claimed = None
+
+
+def verify_held() -> None:
+    """Before a step writes its result: raise where a lock it holds was removed or replaced
+    meanwhile (locks.Held.verify: another run may have measured beside it)."""
+    if _claimed is not None and _claimed.held is not None:
+        _claimed.held.verify()
 
 
 def _pin_to_share(devices: tuple, gpus: list[str]) -> None:

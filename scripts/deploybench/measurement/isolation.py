@@ -4,10 +4,14 @@ network namespace and a mount namespace with a /dev/shm of their own. No one els
 then connect to the server's ports (inference, shared-memory registration, the settings
 the run's key guards: a key read from the command line opens nothing) or list, open or
 create its shared memory, and the kernel frees that /dev/shm when the last of them has
-ended. It takes CAP_SYS_ADMIN (root: CI, the lent GPU machines, most containers); where
-the host refuses, the step runs on the host's loopback and /dev/shm under the server's
-other guards (deploybench.triton.server), every level still counting requests it did not
-send, and `isolate()` says why for the provenance.
+ended. It takes CAP_SYS_ADMIN (root: CI, the lent GPU machines, most containers); a run
+without it (another user, a container without it) first makes a user namespace of its
+own, its user mapped to itself alone, in which it has that capability over the namespaces
+it then makes (what `unshare -Urn` does; the kernel allows it to a process of one thread,
+so a step isolates itself before numpy or a server starts any). Where even that is
+refused, the step runs on the host's loopback and /dev/shm under the server's other
+guards (deploybench.triton.server), every level still counting requests it did not send,
+and `isolate()` says why for the provenance.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import struct
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 SHM = "/dev/shm"
@@ -41,7 +46,11 @@ def isolate() -> dict:
             _done = {"network": HOST_NETWORK, "network_why": why,
                      "shared_memory": HOST_SHM, "shared_memory_why": why}
         else:
-            _done = _network() | _shared_memory()
+            _done = _network()
+            if "network_why" in _done:  # no CAP_SYS_ADMIN here: a user namespace gives it
+                user = _user_namespace(_done["network_why"])
+                _done = user | (_network() if "user_namespace_why" not in user else _done)
+            _done |= _shared_memory()
     return _done
 
 
@@ -61,6 +70,30 @@ def _check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _user_namespace(refused: str) -> dict:
+    """A user namespace of this process's own, its user and group mapped to themselves
+    alone (files keep their owners; every other user is unmapped there), in which it holds
+    the capabilities the namespaces it makes next need. `refused`: why the host's own
+    namespaces were refused (provenance)."""
+    uid, gid = os.getuid(), os.getgid()
+    threads = len(os.listdir("/proc/self/task"))
+    try:
+        _check(_libc().unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)")
+    except OSError as err:
+        why = str(err) + (f" (the step had {threads} threads: the kernel makes a user namespace "
+                          "for a process of one)" if threads > 1 else "")
+        return {"user_namespace_why": f"{why}; the host's namespaces: {refused}"}
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    except OSError as err:  # in it, unmapped: the namespaces it makes still hold
+        return {"user_namespace": f"its own, its user unmapped ({err})"}
+    return {"user_namespace": f"its own (uid {uid}, gid {gid} mapped to themselves alone), "
+                              f"since the host's namespaces need CAP_SYS_ADMIN: {refused}"}
 
 
 def _network() -> dict:

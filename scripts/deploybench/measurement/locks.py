@@ -11,10 +11,17 @@ server lives does not free the device under it.
 A lock must never be turned against its owner: the folder is checked (a real folder,
 owned by root or the user, sticky where others may write), lock files are opened by
 name within it without following links, never re-moded, and refused unless they are
-plain empty files. The folder is `/tmp/deploybench-locks` where root made it (shared by
-every user of the host; root's runs create it), else a folder of the user's own
-(`/tmp/deploybench-locks-<uid>`, mode 0700), or `DEPLOYBENCH_LOCK_DIR`. A wait is
-bounded (`DEPLOYBENCH_LOCK_TIMEOUT_S`, default 2 h) and says who holds the lock.
+plain empty files. Nor can it be split: a lock file is trusted only where no other user
+can unlink or replace it, i.e. it is root's or the run's own in a sticky folder (a
+file another user made first in the shared folder could be unlinked and made again
+while held, and a second run would take the new one at once). A root run makes such a
+file root's (fchown of the checked descriptor: its mode and content stay); any other run
+refuses it and says why. After taking the flock, and before a result is written
+(`Held.verify`), the holder checks that the path still names the file it holds. The folder
+is `/tmp/deploybench-locks` where root made it (shared by every user of the host; root's
+runs create it), else a folder of the user's own (`/tmp/deploybench-locks-<uid>`, mode
+0700), or `DEPLOYBENCH_LOCK_DIR`. A wait is bounded (`DEPLOYBENCH_LOCK_TIMEOUT_S`,
+default 2 h) and says who holds the lock.
 """
 
 from __future__ import annotations
@@ -49,9 +56,22 @@ class Held:
     fd: int
     record: dict = field(default_factory=dict)
     fds: tuple = ()  # every lock held (a deployment over several GPUs); () : fd's alone
+    paths: tuple = ()  # each one's lock file, as fds
 
     def __post_init__(self):
         self.fds = self.fds or (self.fd,)
+
+    def verify(self) -> None:
+        """Raise LockError where a lock file's path no longer names the file this run holds
+        (unlinked or replaced while held: another run may have taken the new one, and
+        measured beside this one); else record when it was checked."""
+        for fd, path in zip(self.fds, self.paths):
+            problem = _replaced(fd, path)
+            if problem:
+                raise LockError(f"lock file {path} {problem} while this run held it: another "
+                                "measurement may have run on the device at the same time, so "
+                                "none is recorded; find who removes lock files, and run again")
+        self.record["verified_at"] = time.time()
 
 
 def _describe(st: os.stat_result) -> str:
@@ -156,7 +176,37 @@ def _open_lock(folder_fd: int, folder: Path, name: str, scope: str) -> int:
         os.close(fd)
         raise LockError(f"lock file {path} {problem} ({_describe(st)}): not a lock this "
                         "pipeline made, refused and left as it is; remove it")
+    if st.st_uid not in (0, os.getuid()):
+        _make_roots(fd, path, st)
     return fd
+
+
+def _make_roots(fd: int, path: Path, st: os.stat_result) -> None:
+    """Another user's lock file in a shared folder: that user may unlink it and make a new
+    one while this run holds it, and the next run would take that one at once. Root makes
+    it root's (the checked descriptor's file: plain, empty, one link; its mode and any lock
+    on it stay); anyone else refuses it."""
+    if os.getuid() == 0:
+        os.fchown(fd, 0, 0)
+        return
+    os.close(fd)
+    raise LockError(f"lock file {path} belongs to another user ({_describe(st)}), who could "
+                    "remove and re-create it while this run holds it, and a second run would "
+                    "then measure beside this one: refused, nothing measured. A root run makes "
+                    "it root's (or an administrator: chown root), or set DEPLOYBENCH_LOCK_DIR "
+                    "to a folder of your own")
+
+
+def _replaced(fd: int, path: Path) -> str | None:
+    """Why `path` no longer names the file of `fd` (None where it does)."""
+    held = os.fstat(fd)
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        return "was removed"
+    if (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+        return "was replaced by another file"
+    return None
 
 
 def holders(fd: int) -> list[str]:
@@ -191,16 +241,21 @@ def _timeout_s() -> float:
     return value
 
 
-def _take(fds: dict[str, int], count: int) -> list[str]:
+def _take(fds: dict[str, int], paths: dict[str, Path], count: int) -> list[str]:
     """The first `count` of the locks `fds` that are free, taken; none where fewer are
     (all or none: two jobs never each hold half of what both wait for)."""
     taken = []
-    for device, fd in fds.items():
+    for device, fd in list(fds.items()):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            taken.append(device)
         except BlockingIOError:
             continue
+        if _replaced(fd, paths[device]):  # unlinked before the flock: the new one, next
+            fresh = _open_locks([device])[0][device]
+            os.close(fd)
+            fds[device] = fresh
+            continue
+        taken.append(device)
         if len(taken) == count:
             return taken
     for device in taken:
@@ -215,7 +270,7 @@ def _wait(fds: dict[str, int], paths: dict[str, Path], timeout_s: float,
     start = time.monotonic()
     reported = -REPORT_EVERY_S
     while True:
-        taken = _take(fds, count)
+        taken = _take(fds, paths, count)
         if taken:
             return taken
         waited = time.monotonic() - start
@@ -275,15 +330,17 @@ def any_device_lock(devices: list[str], count: int = 1):
     fds, folder, scope = _open_locks(devices)
     start = time.time()
     try:
-        taken = _wait(fds, {d: folder / _name(d) for d in fds}, timeout_s, count)
+        paths = {d: folder / _name(d) for d in fds}
+        taken = _wait(fds, paths, timeout_s, count)
         for device in [d for d in fds if d not in taken]:
             os.close(fds.pop(device))
-        held = Held(fds[taken[0]], {"device": taken[0], "lock": str(folder / _name(taken[0])),
+        held = Held(fds[taken[0]], {"device": taken[0], "lock": str(paths[taken[0]]),
                                     "scope": scope, "acquired_at": time.time()},
-                    tuple(fds[d] for d in taken))
+                    tuple(fds[d] for d in taken), tuple(paths[d] for d in taken))
         if count > 1:
             held.record["devices"] = taken
         held.record["waited_s"] = round(held.record["acquired_at"] - start, 3)
+        held.verify()
         yield held
         held.record["released_at"] = time.time()
     finally:

@@ -3,7 +3,8 @@
 What it serves comes from the `parameters` of config.pbtxt: `artifact` (a file or folder
 in the version folder), `runner` (a name of deploybench.runners.RUNNERS), `precision`
 (fp32 | fp16) and `compile_mode` (torch-compile). The requests of one execute() call
-(dynamic batching) are concatenated, run as one batch and split back.
+(dynamic batching) are concatenated, run as one batch and split back; a batch that fails is
+run again request by request, so that one request's bad value fails that request alone.
 
 Two data paths: inputs in host memory (HTTP, system shared memory) go through numpy and
 outputs come back as numpy arrays; inputs Triton hands over in GPU memory (CUDA shared
@@ -16,8 +17,10 @@ GPU output through a second round trip with the stub and two synchronised copies
 import json
 import locale
 import os
+import re
 import sys
 import time
+import traceback
 from pathlib import Path
 
 # The stub's isolated Python keeps the C locale (ASCII text files): torch.compile reads its
@@ -39,6 +42,19 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 from deploybench_runners import RUNNERS, Options, load  # noqa: E402
 from deploybench_runners.torchscript import torch_dtype  # noqa: E402
 
+# An absolute path of two parts at least, not inside a word or a relative path
+_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\")\],]*/[^\s'\")\],]*")
+
+
+def client_text(text: str) -> str:
+    """An error as a client may see it: a traceback (TorchScript's, in the message) cut to
+    its last line, the error itself, and every absolute path of the server's replaced."""
+    if "Traceback" in text:
+        first = text.split("\n", 1)[0]
+        last = [line for line in text.splitlines() if line.strip()][-1].strip()
+        text = (first[:first.index(": ") + 2] if ": " in first else "") + last
+    return _PATH.sub("<server path>", text)
+
 
 class TritonPythonModel:
     def initialize(self, args):
@@ -50,6 +66,7 @@ class TritonPythonModel:
                 "with numpy<2 (scripts/machines/offline_run.sh does)"
             )
         config = json.loads(args["model_config"])
+        self.name = args["model_name"]
         params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
         self.inputs = [t["name"] for t in config["input"]]
         self.outputs = [t["name"] for t in config["output"]]
@@ -107,6 +124,34 @@ class TritonPythonModel:
         return responses
 
     def execute(self, requests):
+        """The requests run as one batch; where it fails (one request's bad value fails them
+        all), each alone, so that only the requests that fail alone get an error, cut for
+        the client (client_text; the server log has the traceback)."""
+        try:
+            return self._execute(requests)
+        except Exception:
+            if len(requests) == 1:
+                return [self._failed()]
+            print(f"deploybench: model '{self.name}' failed a batch of {len(requests)} "
+                  f"requests, each is run alone:\n{traceback.format_exc()}", file=sys.stderr,
+                  flush=True)
+        responses = []
+        for request in requests:
+            try:
+                responses += self._execute([request])
+            except Exception:
+                responses.append(self._failed())
+        return responses
+
+    def _failed(self):
+        """The error response of the exception being handled; its traceback to the log."""
+        err = sys.exc_info()[1]
+        print(f"deploybench: model '{self.name}' failed a request:\n{traceback.format_exc()}",
+              file=sys.stderr, flush=True)
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(
+            client_text(f"model '{self.name}': {type(err).__name__}: {err}")))
+
+    def _execute(self, requests):
         t = time.perf_counter()
         per_request = [[pb_utils.get_input_tensor_by_name(r, name) for name in self.inputs]
                        for r in requests]

@@ -129,6 +129,23 @@ def _output_to(log: Path):
             os.close(saved[1])
 
 
+class Unwired(TypeError):
+    """A rule that names what its step does not take: the pipeline's fault, raised as it is."""
+
+
+def _step_call(rule: str, named: dict):
+    """The rule's step function and the keyword arguments of `named` it takes."""
+    step = step_function(rule)
+    wanted = inspect.signature(step).parameters
+    unknown = set(named) - set(wanted) - TRIGGERS.get(rule, set()) - {"log", "code"}
+    if unknown:  # a renamed parameter with a default would run without its file
+        raise Unwired(f"rule {rule}: {', '.join(sorted(unknown))} named in the rule "
+                        f"but not taken by its step {STEPS[rule]} (takes "
+                        f"{', '.join(wanted)}); rename one, or list a trigger-only input "
+                        "in deploybench.steps.TRIGGERS")
+    return step, {name: value for name, value in named.items() if name in wanted}
+
+
 def _terminated(signum, frame):
     # Snakemake stops a job with SIGTERM: unwind, so that a server the step started is
     # stopped and its shared memory removed (Python's default would end at once).
@@ -139,20 +156,9 @@ def run(smk) -> None:
     """Run the step of the Snakemake job `smk` (the `snakemake` object of a script)."""
     signal.signal(signal.SIGTERM, _terminated)
     spec = json.loads(smk.params.spec)
-    if _isolated(smk.rule, spec):  # first: before any thread or server starts
-        isolation.isolate()
-    step = step_function(smk.rule)
     named = {name: _as_paths(value)
              for group in (smk.input, smk.output, smk.log) for name, value in group.items()}
     named |= {name: value for name, value in smk.params.items() if name != "spec"}
-    wanted = inspect.signature(step).parameters
-    unknown = set(named) - set(wanted) - TRIGGERS.get(smk.rule, set()) - {"log", "code"}
-    if unknown:  # a renamed parameter with a default would run without its file
-        raise TypeError(f"rule {smk.rule}: {', '.join(sorted(unknown))} named in the rule "
-                        f"but not taken by its step {STEPS[smk.rule]} (takes "
-                        f"{', '.join(wanted)}); rename one, or list a trigger-only input "
-                        "in deploybench.steps.TRIGGERS")
-    kwargs = {name: value for name, value in named.items() if name in wanted}
     log = Path(smk.log.log)
     log.parent.mkdir(parents=True, exist_ok=True)
     failure = None
@@ -161,7 +167,15 @@ def run(smk) -> None:
             with device.claim(spec, hold=smk.rule not in device.UNHELD,
                               count=_gpus(smk.rule, spec)) \
                     if device.claims(spec, smk.rule) else nullcontext():
+                # The lock is taken first (its files checked as the host's users own them,
+                # which a user namespace would hide), then the namespaces, before any thread
+                # starts: numpy's start some, and a user namespace takes one thread alone.
+                if _isolated(smk.rule, spec):
+                    isolation.isolate()
+                step, kwargs = _step_call(smk.rule, named)
                 step(spec, **kwargs)
+        except Unwired:
+            raise
         except Exception as err:  # the traceback for the log, one clear line for both
             traceback.print_exc()
             failure = f"deploybench {smk.rule}: error: {err}"

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import artifacts, atomic, deployments, plugins, serving, source_model
-from ..measurement import provenance
+from ..measurement import device, provenance
 from ..measurement.telemetry import Telemetry
 from ..tables import ACCURACY_COLUMNS
 from ..triton import config as triton_config
@@ -58,6 +58,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     report = {"samples": len(inputs[0]), "split": model["data"]["split"],
               "deployment": deployments.describe(deployment), **cache,
               "telemetry": sampled.result, "provenance": prov}
+    device.verify_held()  # no result where another run may have measured beside it
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(atomic.json_text(report))

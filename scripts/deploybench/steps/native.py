@@ -34,6 +34,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
               "host_load": load.result, "telemetry": usage,
               "provenance": {**provenance.collect(spec, device_check=claimed.checked),
                              "device_lock": claimed.held.record}}
+    claimed.held.verify()  # no result where another run may have measured beside it
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(atomic.json_text(report))

@@ -156,11 +156,13 @@ def _run(command: list[str], what: str) -> None:
                           f"{(result.stdout + result.stderr)[-4000:]}")
 
 
-def build(cxx: str, build_dir: Path, target: str = "triton_deploybench") -> None:
-    """Configure (once) and build `target` in `build_dir` with CMake and Ninja."""
+def build(cxx: str, build_dir: Path, target: str = "triton_deploybench",
+          sources: Path = SOURCES) -> None:
+    """Configure (once) and build `target` in `build_dir` with CMake and Ninja (`sources`:
+    another copy of triton_backend/, a benchmark's baseline)."""
     if not (build_dir / "build.ninja").is_file():
         definitions = cmake_definitions(_probe())
-        _run([_tool("cmake"), "-S", str(SOURCES), "-B", str(build_dir), "-G", "Ninja",
+        _run([_tool("cmake"), "-S", str(sources), "-B", str(build_dir), "-G", "Ninja",
               f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}", f"-DCMAKE_CXX_COMPILER={cxx}",
               *(f"-D{k}={v}" for k, v in definitions.items())], "configuring the backend")
     _run([_tool("cmake"), "--build", str(build_dir), "--target", target,

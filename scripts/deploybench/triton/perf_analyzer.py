@@ -364,23 +364,41 @@ def _failure(scenario: str, row: Row, perf: dict, result, unsettled: bool,
 
 
 def warm_up(run: dict, scenario: str, server, sweep: list[Row], data_json: Path, work: Path,
-            log) -> None:
+            log) -> list[dict]:
     """The reference runners' warm-up: before the sweep, perf_analyzer at each of
     `warmup_levels` with a window `warmup_windows` times as long, in each shared-memory
-    mode, run_facts.WARM_UP_WINDOWS windows whatever their spread, its numbers discarded (a dead
-    server still fails)."""
+    mode, run_facts.WARM_UP_WINDOWS windows whatever their spread, its numbers discarded. A
+    dead server fails, as does a perf_analyzer killed by a signal (PerfDeath: the levels
+    would be measured unwarmed); the runs that failed otherwise are returned (batch,
+    concurrency, shared memory, exit code, its last line), which the scenario records and
+    prints."""
     scale = run["model"][scenario].get("warmup_windows", 0)
-    if not scale:
-        return
-    for row in warmup_rows(run, scenario, sweep):
+    failed = []
+    for row in warmup_rows(run, scenario, sweep) if scale else []:
         cmd = command(run, scenario, server, row, data_json, work / "warm-up.csv", scale=scale,
                       stability=ANY_SPREAD)
         log.write(f"[warm-up, discarded] $ {' '.join(cmd)}\n")
         log.flush()
+        ooms = oom_kills()
         result = run_client(server, cmd)
         log.write(result.stdout + result.stderr + f"[warm-up exit code {result.returncode}]\n")
         log.flush()
         server.ensure_alive()
+        where = (f"batch {row.batch}, concurrency {row.concurrency}, {row.shared_memory} "
+                 "shared memory")
+        why = death(result, row, run, ooms)
+        if why:
+            raise PerfDeath(f"{why}, on the {scenario} warm-up at {where}: the levels after it "
+                            "would be measured unwarmed", exit_code=result.returncode)
+        if result.returncode:
+            last = (result.stdout + result.stderr).strip().splitlines()[-1:] or [""]
+            failed.append({"batch": row.batch, "concurrency": row.concurrency,
+                           SHARED_MEMORY: row.shared_memory, "exit_code": result.returncode,
+                           "last_line": last[0]})
+            print(f"{scenario}: the warm-up at {where} failed (exit code {result.returncode}: "
+                  f"{last[0]}); the levels after it may be measured unwarmed (recorded as "
+                  "warmup_failed)", flush=True)
+    return failed
 
 
 def warmup_rows(run: dict, scenario: str, sweep: list[Row]) -> list[Row]:
