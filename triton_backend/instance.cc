@@ -169,6 +169,8 @@ extern const char* const kTruncated =
 
 void Instance::watch(const void* data, uint64_t bytes, const std::string& what) {
   if (lost(data, bytes)) throw std::invalid_argument(what + " " + kTruncated);
+  // a push that moves the ranges: unwatched first, so that the handler never reads them freed
+  if (watched_.size() == watched_.capacity()) region_watch_.clear();
   watched_.push_back({reinterpret_cast<uintptr_t>(data),
                       reinterpret_cast<uintptr_t>(data) + bytes});
   watched_what_.push_back(what);
