@@ -2,8 +2,8 @@
 
 What it serves comes from the `parameters` of config.pbtxt: `artifact` (a file or folder
 in the version folder), `runner` (a name of deploybench.runners.RUNNERS), `precision`
-(fp32 | fp16) and `compile_mode` (torch-compile). The requests of one execute() call
-(dynamic batching) are concatenated, run as one batch and split back.
+(fp32, fp16 or a quantized one) and `compile_mode` (torch-compile). The requests of one
+execute() call (dynamic batching) are concatenated, run as one batch and split back.
 
 Two data paths: inputs in host memory (HTTP, system shared memory) go through numpy and
 outputs come back as numpy arrays; inputs Triton hands over in GPU memory (CUDA shared
