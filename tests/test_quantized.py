@@ -134,8 +134,9 @@ def test_int8_quantizes_the_linear_layers_and_leaves_a_shared_weight_alone():
 def test_a_model_without_a_linear_layer_of_its_own_is_refused():
     module = exported_module(torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3)), torch.randn(2, 4, 8))
     assert as_linears(module) == (0, 0)
-    with pytest.raises(ValueError, match="no linear layer torchao can quantize .* it would "
-                                         "run in FP32 under another name"):
+    with pytest.raises(ValueError, match="torchao quantized no linear layer of the model "
+                                         r"\(0 aten.linear calls, 0 on a weight of their own\)"
+                                         "; it would run in FP32 under another name"):
         quantize(module, "int8", CPU)
 
 

@@ -112,22 +112,29 @@ def _owns_only(module, prefix: str, bias) -> bool:
 
 def quantize(module, precision: str, device) -> int:
     """`module` (an exported program's, on `device`) with its linear layers quantized in
-    `precision`'s scheme, in place; returns how many. Refuses a device that cannot run the
-    scheme, and a model with no linear layer to quantize (its "int8" would be FP32)."""
+    `precision`'s scheme, in place; returns how many torchao quantized (it leaves a layer
+    whose shape its kernel cannot take as it is: FP8's, one not a multiple of 16). Refuses
+    a device that cannot run the scheme, and a model none of whose linear layers it
+    quantized (its "int8" would be FP32 under another name)."""
     refused = refusal(precision, device)
     if refused:
         raise RunnerUnavailable(refused)
+    import torch
     import torchao
     import torchao.quantization as tq
 
     made, calls = as_linears(module)
-    if not made:
-        raise ValueError(f"precision '{precision}': the model has no linear layer torchao can "
-                         f"quantize ({calls} aten.linear calls, none on a weight of its own); "
-                         "it would run in FP32 under another name")
     scheme = SCHEMES[precision]
-    tq.quantize_(module, getattr(tq, scheme.config)())
-    print(f"{precision}: torchao {torchao.__version__} {scheme.config} on {made} of {calls} "
-          f"linear layers ({scheme.what}); calibration {CALIBRATION}", file=sys.stderr,
+    if made:
+        tq.quantize_(module, getattr(tq, scheme.config)())
+    plain = (torch.Tensor, torch.nn.Parameter)
+    done = sum(isinstance(m, torch.nn.Linear) and type(m.weight) not in plain
+               for m in module.modules())
+    if not done:
+        raise ValueError(f"precision '{precision}': torchao quantized no linear layer of the "
+                         f"model ({calls} aten.linear calls, {made} on a weight of their own); "
+                         "it would run in FP32 under another name")
+    print(f"{precision}: torchao {torchao.__version__} {scheme.config} quantized {done} of "
+          f"{calls} linear layers ({scheme.what}); calibration {CALIBRATION}", file=sys.stderr,
           flush=True)
-    return made
+    return done
