@@ -36,7 +36,7 @@ wildcard_constraints:
     model=r"[a-z0-9][a-z0-9-]*",
     gpu=r"[a-z0-9][a-z0-9-]*",
     backend=r"[a-z0-9][a-z0-9-]*",
-    precision=r"[a-z0-9]+",
+    precision=r"[a-z0-9][a-z0-9-]*",
     export_folder=layout.export_folders(
         ("onnx", "ts-trace", "ts-script", "torch-export", "dense-onnx")
     ),

@@ -366,11 +366,12 @@ def test_an_fp16_export_is_refused_where_it_cannot_serve(tmp_path):
     assert ("export.precision 'fp16' of model 'bert-tiny', backend 'onnx' on GPU key 'h100': "
             "an FP16 export cannot serve the FP32 configuration onnx_fp32; use 'run'") in str(
         err.value)
-    with pytest.raises(ConfigError, match="GPU key 'cpu' \\(cpu\\) runs fp32 only, so no "
+    with pytest.raises(ConfigError, match="GPU key 'cpu' \\(cpu\\) runs no FP16 \\(it runs "
+                                          "fp32, int8, int8-weight-only\\), so no "
                                           "configuration of it can serve an FP16 export"):
         settings.run("bert-tiny", "cpu", "ts-script", "fp32")
     # ...also before any job, whatever exists: every model x GPU key x backend is checked
-    with pytest.raises(ConfigError, match="GPU key 'cpu' \\(cpu\\) runs fp32 only"):
+    with pytest.raises(ConfigError, match="GPU key 'cpu' \\(cpu\\) runs no FP16"):
         settings.check_all([])
     # a format without FP16 export (torch.export's program: cast on the device)
     formats = _bert_tiny_with(tmp_path, model="run")

@@ -306,6 +306,30 @@ bool needs_gpu(const std::string& runner) {
   return runner == "torch-cudagraph" || runner == "aoti-cudagraph";
 }
 
+bool known_precision(const std::string& precision) {
+  static const std::set<std::string> known{"fp32", "fp16", "int8", "int8-weight-only", "fp8"};
+  return known.count(precision) > 0;
+}
+
+std::string precision_refusal(const std::string& precision, at::Device device) {
+  // FP8 E4M3 matmuls (torch._scaled_mm): a package built for them fails only at its first
+  // call elsewhere, so the instance refuses to load (runners/quantization.py's rule)
+  if (precision != "fp8") return "";
+  std::string why =
+      "precision 'fp8' needs an NVIDIA GPU of compute capability 8.9 or later; ";
+  if (!device.is_cuda()) return why + "this instance runs on the CPU";
+#ifdef DEPLOYBENCH_CUDA
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, device.index()) != cudaSuccess)
+    return why + "the capability of GPU " + std::to_string(device.index()) + " is unknown";
+  if (props.major * 10 + props.minor < 89)
+    return why + "GPU " + std::to_string(device.index()) + " (" + props.name +
+           ") has compute capability " + std::to_string(props.major) + "." +
+           std::to_string(props.minor);
+#endif
+  return "";
+}
+
 std::vector<int64_t> graph_buckets(int64_t max_batch_size) {
   std::set<int64_t> sizes;
   for (int64_t b = 1; b / 2 < max_batch_size; b *= 2) sizes.insert(std::min(b, max_batch_size));
@@ -315,6 +339,8 @@ std::vector<int64_t> graph_buckets(int64_t max_batch_size) {
 std::unique_ptr<Engine> load_engine(const EngineSpec& spec) {
   if (!known_runner(spec.runner)) throw std::runtime_error("unknown runner '" + spec.runner + "'");
   if (spec.runner == "identity") return std::make_unique<Identity>(spec.outputs, spec.device);
+  std::string refused = precision_refusal(spec.precision, spec.device);
+  if (!refused.empty()) throw std::runtime_error(refused);
   if (spec.runner == "onnxruntime") return load_onnxruntime(spec);
   if (spec.runner == "embeddings") return load_embeddings(spec);
   if (!spec.fp16 && spec.device.is_cuda()) strict_fp32();

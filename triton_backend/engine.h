@@ -28,6 +28,7 @@ struct EngineSpec {
   std::string runner;  // torch, torch-cudagraph, aoti, aoti-cudagraph, onnxruntime,
                        // embeddings, identity
   std::string path;    // the converted artifact (the embeddings: their folder)
+  std::string precision = "fp32";  // a quantized one's package takes FP32 inputs
   bool fp16 = false;   // an FP16 model: floating inputs are cast to half for it
   at::Device device = at::kCPU;
   void* stream = nullptr;  // the instance's CUDA stream (ONNX Runtime runs on it)
@@ -67,6 +68,10 @@ class Engine {
 // The runners this backend serves, and whether one needs a GPU instance.
 bool known_runner(const std::string& runner);
 bool needs_gpu(const std::string& runner);
+// The precisions of a configuration key (deploybench.backends.PRECISIONS), and why `device`
+// cannot run `precision` (fp8: a GPU of compute capability 8.9 or later), or "".
+bool known_precision(const std::string& precision);
+std::string precision_refusal(const std::string& precision, at::Device device);
 
 // The engine of `spec`; throws with the reason where it cannot load.
 std::unique_ptr<Engine> load_engine(const EngineSpec& spec);

@@ -94,9 +94,9 @@ ModelSpec ModelSpec::from_config(const std::string& text, const std::string& dir
                              "' is not one this backend serves (valid: torch, torch-cudagraph, "
                              "aoti, aoti-cudagraph, onnxruntime, embeddings, identity)");
   spec.precision = parameter(config, "precision", "fp32");
-  if (spec.precision != "fp32" && spec.precision != "fp16")
+  if (!known_precision(spec.precision))
     throw std::runtime_error("parameter precision '" + spec.precision +
-                             "' is not valid (valid: fp32, fp16)");
+                             "' is not valid (valid: fp32, fp16, int8, int8-weight-only, fp8)");
   spec.artifact = parameter(config, "artifact", config["default_model_filename"].string());
   if (spec.artifact.empty() && spec.runner != "identity")
     throw std::runtime_error("no artifact: set parameter artifact or default_model_filename");
@@ -122,6 +122,7 @@ EngineSpec ModelSpec::engine(at::Device device) const {
   EngineSpec engine;
   engine.runner = runner;
   engine.path = directory + "/" + artifact;
+  engine.precision = precision;
   engine.fp16 = precision == "fp16";
   engine.device = device;
   engine.threads = cpu_threads;

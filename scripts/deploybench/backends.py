@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .runners.quantization import SCHEMES
+
 # Exported formats: source model -> file, FP32 unless a model's `export.precision` says
 # otherwise (config.Settings.export_precision).
 EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
@@ -22,7 +24,13 @@ EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "
 # A sparse/dense ensemble's converted model: a folder of dense/<artifact> and sparse/.
 ENSEMBLE_ARTIFACT = "model.ensemble"
 
-PRECISIONS = ("fp32", "fp16")
+# The precisions of a key: the floating ones, then the quantized ones (torchao's schemes,
+# runners/quantization.py), which only the formats built from torch.export's program carry
+# (Backend.precisions). An export is in a floating precision only: quantization is the
+# convert step's, on the device.
+FLOAT_PRECISIONS = ("fp32", "fp16")
+QUANTIZED = tuple(SCHEMES)
+PRECISIONS = (*FLOAT_PRECISIONS, *QUANTIZED)
 # The precision of an export where a model's config says none: the source model's.
 EXPORT_PRECISION = "fp32"
 # The formats a PyTorch model exports in FP16 (model.half() before the trace or the ONNX
@@ -60,14 +68,22 @@ class Backend:
     triton_backend: str | None  # the Triton backend that serves it (None: python only)
     needs_gpu: bool = False
     dense: str | None = None  # an ensemble: the backend key that serves its dense part
+    precisions: tuple[str, ...] = FLOAT_PRECISIONS  # those its format carries
 
     def as_dict(self) -> dict:
-        """The fields a run records (`dense` only for an ensemble, so that the settings
-        of every other configuration, and what Snakemake compares, stay as they were)."""
+        """The fields a run records (`dense` only for an ensemble; not `precisions`, the
+        run has its own: so that the settings of every other configuration, and what
+        Snakemake compares, stay as they were)."""
         fields = asdict(self)
+        del fields["precisions"]
         if fields["dense"] is None:
             del fields["dense"]
         return fields
+
+
+def carriers(precision: str) -> list[str]:
+    """The backend keys whose format carries `precision`."""
+    return [key for key, backend in BACKENDS.items() if precision in backend.precisions]
 
 
 BACKENDS = {
@@ -97,16 +113,23 @@ BACKENDS = {
         # PyTorch 2's counterparts of a TensorRT plan: the exported program compiled ahead
         # of time for the device (AOTInductor), or by torch.compile when it is loaded.
         # a full Triton (26.03 and later) serves the package in its pytorch backend too
-        # (platform torch_aoti, a beta: deploybench.triton.config)
+        # (platform torch_aoti, a beta: deploybench.triton.config). They alone carry the
+        # quantized precisions: torch.export carries torchao's quantized weights (tensor
+        # subclasses) and their ops into both compilers. TorchScript does not: a scripted or
+        # traced torchao model saves each weight as a plain FP32 tensor that is neither the
+        # source's nor the dequantized one (torch 2.13, torchao 0.18: docs), and the
+        # tracer, hence the ONNX exporter, fails on INT8 activations (an internal assert).
+        # ONNX Runtime, TensorRT and TensorFlow quantize with tools of their own (ONNX
+        # Runtime's quantizer, ModelOpt), not torchao.
         Backend("aoti", "PyTorch 2 (torch.export + AOTInductor)", "torch-export", "model.pt2",
-                "aoti", "pytorch"),
+                "aoti", "pytorch", precisions=PRECISIONS),
         Backend("torch-compile", "PyTorch 2 (torch.compile)", "torch-export", "model.pt2",
-                "torch-compile", None),
+                "torch-compile", None, precisions=PRECISIONS),
         # The package replayed as CUDA graphs, as ts-trace-cg replays a trace: AOTInductor
         # launches every kernel from the CPU on each call (TFT: 6.5 ms at any batch to 512
         # on an H100, results/tft/h100/aoti-2026-11-24/)
         Backend("aoti-cg", "PyTorch 2 (AOTInductor + CUDA graphs)", "torch-export",
-                "model.pt2", "aoti-cudagraph", None, needs_gpu=True),
+                "model.pt2", "aoti-cudagraph", None, needs_gpu=True, precisions=PRECISIONS),
         # Recommender ensembles (reference 003's Merlin HPS + dense deployment): a sparse model
         # (hierarchical embedding storage, deploybench.ensemble) feeding the dense part
         # served as the backend key `dense` serves a model.

@@ -26,6 +26,7 @@ import click
 import yaml
 
 from . import add_model as user_model
+from .backends import PRECISIONS
 from .config import settings_of
 from .config_files import ConfigError
 from .reporting.ship import budget_of, ship_page
@@ -95,7 +96,8 @@ def _target_options(function):
         click.option("-m", "--model", help="a model of config/config.yaml (tft, bert, ...)"),
         click.option("-g", "--gpu", help="a GPU key of config/gpus.yaml (cpu, h100, ...)"),
         click.option("-b", "--backend", help="a backend key (onnx, ts-trace, aoti, ...)"),
-        click.option("-p", "--precision", help="fp32 or fp16"),
+        click.option("-p", "--precision", help=f"{', '.join(PRECISIONS)} (a key's GPU "
+                                                    "key and format say which it runs)"),
         click.option("-c", "--configfile", "configfiles", multiple=True,
                      help="a run file (config/runs/...), merged over config/config.yaml; "
                           "repeatable"),

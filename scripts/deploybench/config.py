@@ -17,11 +17,12 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from . import baseline, deployments, input_digest, layout
+from . import baseline, deployments, input_digest, layout, precisions
 from .backends import (
     BACKENDS,
     EXPORT_ARTIFACTS,
     EXPORT_PRECISION,
+    FLOAT_PRECISIONS,
     FP16_EXPORTS,
     PRECISIONS,
 )
@@ -229,7 +230,7 @@ class Settings:
                 "shared_memory": scenario_modes(settings, scenario)[:1]}
         exports = {}
         for backend in self.models[model]["backends"]:
-            for precision in PRECISIONS:
+            for precision in FLOAT_PRECISIONS:  # the documents measured no other
                 try:
                     exports[f"{backend}_{precision}"] = self.export_precision(
                         model, gpu, backend, precision)
@@ -259,12 +260,12 @@ class Settings:
                               f"repository as it is, in its own precision: its key's "
                               f"precision is {EXPORT_PRECISION}, not '{precision}'")
         entry = self.gpus[gpu]
-        if precision not in entry["precisions"]:
-            raise ConfigError(
-                f"precision '{precision}' cannot run on GPU key '{gpu}' ({entry['kind']}); "
-                f"it runs {', '.join(entry['precisions'])}"
-                + ("; FP16 needs a CUDA GPU key such as h100" if entry["kind"] == "cpu" else "")
-            )
+        refused = (precisions.format_refusal(backend, precision)
+                   or precisions.device_refusal(self.gpus, gpu, precision)
+                   or precisions.declaration_refusal(
+                       model, self.model_settings(model, gpu, backend), precision))
+        if refused:
+            raise ConfigError(refused)
         if entry["kind"] != "gpu" and "cuda" in shared_memory_modes(
                 self.model_settings(model, gpu, backend)["offline"]):
             raise ConfigError(
@@ -300,7 +301,9 @@ class Settings:
         fp16, or run: the configuration's), refused where it cannot serve it."""
         setting = self.model_settings(model, gpu, backend).get("export", {}).get(
             "precision", EXPORT_PRECISION)
-        exported = precision if setting == "run" else setting
+        exported = setting
+        if setting == "run":  # a quantized configuration quantizes the FP32 export
+            exported = precision if precision in FLOAT_PRECISIONS else EXPORT_PRECISION
         if exported == EXPORT_PRECISION:
             return exported
         entry, fmt = self.gpus[gpu], BACKENDS[backend].export
@@ -308,8 +311,8 @@ class Settings:
                  f"key '{gpu}'")
         if exported not in entry["precisions"]:
             raise ConfigError(
-                f"{where}: GPU key '{gpu}' ({entry['kind']}) runs "
-                f"{', '.join(entry['precisions'])} only, so no configuration of it can serve an "
+                f"{where}: GPU key '{gpu}' ({entry['kind']}) runs no {exported.upper()} (it runs "
+                f"{', '.join(entry['precisions'])}), so no configuration of it can serve an "
                 f"{exported.upper()} export; set it for GPU keys (device_overrides), or use "
                 "'run' (the configuration's precision)")
         if fmt not in FP16_EXPORTS:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .backends import EXPORT_PRECISION, PRECISIONS
+from .backends import EXPORT_PRECISION, FLOAT_PRECISIONS
 
 MODEL = "results/{model}"
 SOURCE = f"{MODEL}/source"
@@ -84,7 +84,7 @@ def export_folder(fmt: str, precision: str = EXPORT_PRECISION) -> str:
 
 def export_of(folder: str) -> tuple[str, str]:
     """(format, precision) of an export folder's name (export_folder's inverse)."""
-    for precision in PRECISIONS:
+    for precision in FLOAT_PRECISIONS:
         if precision != EXPORT_PRECISION and folder.endswith(f"-{precision}"):
             return folder.removesuffix(f"-{precision}"), precision
     return folder, EXPORT_PRECISION
@@ -93,7 +93,7 @@ def export_of(folder: str) -> tuple[str, str]:
 def export_folders(formats: tuple[str, ...]) -> str:
     """A regular expression of the export folders of `formats` in every precision (the
     rules' wildcard constraint)."""
-    others = "|".join(p for p in PRECISIONS if p != EXPORT_PRECISION)
+    others = "|".join(p for p in FLOAT_PRECISIONS if p != EXPORT_PRECISION)
     return f"({'|'.join(map(re.escape, formats))})(-({others}))?"
 
 

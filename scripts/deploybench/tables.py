@@ -110,8 +110,12 @@ CHECK_COLUMNS = ["output", "samples", "max_abs_error", "max_rel_error", "mean_ab
                  "atol", "rtol", "passed"]
 
 # accuracy.csv: metrics of the served outputs (`triton`) and of the source model's
-# (`source`); deviations of the served outputs from the source model's, with a limit.
+# (`source`); deviations of the served outputs from the source model's, with a limit; where
+# the model declares a metric tolerance for the precision, each metric's move from the
+# source model's (`metric_change:<metric>`), with a limit.
 ACCURACY_COLUMNS = ["name", "kind", "triton", "source", "limit", "passed"]
+# The kinds of row a configuration must pass to be measured and shipped
+GATED_KINDS = ("deviation", "metric_change")
 
 
 def read_perf(csv: Path) -> pd.DataFrame:
@@ -189,8 +193,23 @@ def require_accurate(accuracy_csv: Path | list) -> None:
     (none to check: an empty list, a configuration without an accuracy step)."""
     if not accuracy_csv:
         return
-    table = pd.read_csv(accuracy_csv)
-    failed = table[(table["kind"] == "deviation") & (table["passed"].astype(str) != "True")]
-    if len(failed):
-        rows = "; ".join(f"{r.name} = {r.triton:.3g} > {r.limit}" for r in failed.itertuples())
-        raise ValueError(f"accuracy check {accuracy_csv} failed ({rows}); not benchmarking")
+    failed = accuracy_failures(pd.read_csv(accuracy_csv))
+    if failed:
+        raise ValueError(f"accuracy check {accuracy_csv} failed ({'; '.join(failed)}); not "
+                         "benchmarking")
+
+
+def accuracy_failures(table: pd.DataFrame) -> list[str]:
+    """An accuracy table's gated rows that failed, each with its numbers."""
+    gated = table[table["kind"].isin(GATED_KINDS) & (table["passed"].astype(str) != "True")]
+    metrics = table[table["kind"] == "metric"].set_index("name")
+    said = []
+    for row in gated.itertuples():
+        if row.kind != "metric_change":
+            said.append(f"{row.name} = {row.triton:.3g} > {row.limit:.3g}")
+            continue
+        name = row.name.split(":", 1)[1]
+        served, source = metrics.loc[name, "triton"], metrics.loc[name, "source"]
+        said.append(f"{name} {served:.4g} served against {source:.4g} from the source model: "
+                    f"moved {row.triton:.3g} > {row.limit:.3g}")
+    return said

@@ -53,7 +53,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ROOTS = ["snakemake", "tritonclient", "jsonschema", "nvidia-cuda-runtime-cu12",
          "markdown-it-py",  # the READMEs as HTML pages
          "nvidia-ml-py",  # NVML telemetry (pure Python: copied from here)
-         "onnxconverter-common"]  # ONNX FP16 conversion (the onnx fp16 configurations)
+         "onnxconverter-common",  # ONNX FP16 conversion (the onnx fp16 configurations)
+         "torchao"]  # the quantized precisions (compiled: fetched as the target's wheel)
 # Already on the target (the lent H100's image); `--have` replaces this list.
 TARGET_HAS = [
     "torch", "numpy", "pandas", "matplotlib", "onnx", "onnxruntime", "pyyaml", "grpcio",

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..deployments import gpu_count
 from ..measurement import host_load, provenance
-from ..tables import SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
+from ..tables import GATED_KINDS, SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
 from .scenario_sources import measured_apart
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
 
@@ -96,17 +96,25 @@ def _accuracy(csv: Path | None) -> dict | None:
         return None
     table = pd.read_csv(csv)
     source = "source" if "source" in table else "native"  # its name before the source model
-    checks = table[table["kind"] == "deviation"]
+    checks = table[table["kind"].isin(GATED_KINDS)]
     metrics = table[table["kind"] == "metric"]
     passed = bool(len(checks)) and bool((checks["passed"].astype(str) == "True").all())
-    worst = (checks.loc[(checks["triton"] / checks["limit"]).idxmax()] if len(checks)
-             else None)
     return {"passed": passed, "checks": len(checks),
-            "deviation": None if worst is None else
-            (worst["name"].split(":", 1)[-1], float(worst["triton"]), float(worst["limit"])),
+            "deviation": _worst(checks[checks["kind"] == "deviation"]),
+            "metric_change": _worst(checks[checks["kind"] == "metric_change"]),
             "metric": None if metrics.empty else
             (metrics.iloc[0]["name"], float(metrics.iloc[0]["triton"]),
              float(metrics.iloc[0][source]))}
+
+
+def _worst(checks: pd.DataFrame) -> tuple[str, float, float] | None:
+    """The check nearest its limit, or furthest past it (a NaN furthest): (what, value,
+    limit)."""
+    if checks.empty:
+        return None
+    ratio = checks["triton"] / checks["limit"].clip(lower=1e-300)
+    worst = checks.loc[ratio.fillna(float("inf")).idxmax()]
+    return worst["name"].split(":", 1)[-1], float(worst["triton"]), float(worst["limit"])
 
 
 def _host(reports: dict[str, dict]) -> dict | None:
@@ -206,9 +214,14 @@ def accuracy_text(facts: dict, detail: bool = True) -> str:
     text = "passed" if found["passed"] else "failed"
     if not detail:
         return text
-    output, value, limit = found["deviation"]
-    parts = [f"largest deviation from the source model {value:.3g} (limit {limit:g}, "
-             f"output {output})"]
+    parts = []
+    if found["deviation"]:
+        output, value, limit = found["deviation"]
+        parts.append(f"largest deviation from the source model {value:.3g} (limit {limit:g}, "
+                     f"output {output})")
+    if found.get("metric_change"):
+        metric, moved, limit = found["metric_change"]
+        parts.append(f"{metric} moved {moved:.3g} from the source model's (limit {limit:.3g})")
     if found["metric"]:
         name, served, source = found["metric"]
         parts.append(f"{name} {served:.4g} on Triton, {source:.4g} from the source model")

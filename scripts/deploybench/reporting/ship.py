@@ -13,9 +13,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..backends import QUANTIZED
 from ..deployments import gpu_count
 from ..measurement import host_load
-from ..tables import ENERGY_PER_INFERENCE, GPU_UTIL_MEAN, STABLE, THROUGHPUT, read_perf
+from ..tables import (
+    ENERGY_PER_INFERENCE,
+    GATED_KINDS,
+    GPU_UTIL_MEAN,
+    STABLE,
+    THROUGHPUT,
+    accuracy_failures,
+    read_perf,
+)
 from .headline import configuration_headline, ratio_text, served_by
 from .markdown import markdown_table
 from .served_native import report_of
@@ -61,14 +70,36 @@ def _level(folder: Path, scenario: str, budget_ms: float) -> dict | None:
     }
 
 
+def accuracy_refusal(folder: Path, gpu_root: Path) -> str | None:
+    """Why a measurement of a quantized precision may not ship: its configuration's
+    accuracy.csv (beside it, or above a search point or a dated set's pass) failed, with
+    its numbers, or is not there; None for a floating precision, or one that passed."""
+    key = next((p for p in (folder, *folder.parents) if p == gpu_root or
+                p.name.rpartition("_")[2] in QUANTIZED), gpu_root)
+    if key == gpu_root:
+        return None
+    csv = key / "accuracy.csv"
+    if not csv.is_file():
+        return f"{key.name}: no accuracy.csv, so its accuracy was not gated"
+    table = pd.read_csv(csv)
+    failed = accuracy_failures(table)
+    if failed:
+        return f"{key.name}: accuracy failed ({'; '.join(failed)})"
+    if not table["kind"].isin(GATED_KINDS).any():
+        return f"{key.name}: its accuracy.csv has no gated check"
+    return None
+
+
 def candidates(gpu_root: Path, budget_ms: float) -> list[dict]:
     """Each measurement's best level within the budget (online where it has one): those
     with an online sweep first (what a service runs: clients' requests batched by the
     server), then those measured offline only (client batches at a fixed concurrency);
     within each, the most inferences a second per GPU first (a deployment may span
-    several)."""
+    several). A quantized one whose accuracy did not pass is left out (accuracy_refusal)."""
     found = []
     for folder in measurements(gpu_root):
+        if accuracy_refusal(folder, gpu_root):
+            continue
         for scenario in SCENARIOS:
             level = _level(folder, scenario, budget_ms)
             if level:
@@ -156,7 +187,7 @@ def ship_page(title: str, gpu: str, gpu_root: Path, budget_ms: float) -> str:
     lines = [f"# What to ship: {title} on {gpu}, p99 within {budget_ms:g} ms", ""]
     if not ranked:
         return "\n".join(lines + [f"No level measured under {gpu_root} kept p99 within "
-                                  f"{budget_ms:g} ms.", ""])
+                                  f"{budget_ms:g} ms.", *_left_out(gpu_root), ""])
     best = ranked[0]
     marks = _marks(best, ranked)
     level = (f"concurrency {best['concurrency']}, batch {best['batch']}" if
@@ -180,6 +211,7 @@ def ship_page(title: str, gpu: str, gpu_root: Path, budget_ms: float) -> str:
              "served by": c["served_by"], "marks": ", ".join(_marks(c, ranked))}
             for c in ranked[1:1 + RUNNERS_UP]]
     lines.append(markdown_table(pd.DataFrame(rows)) if rows else "none")
+    lines += _left_out(gpu_root)
     lines += ["", f"{len(ranked)} measurements have a level within the budget, each ranked "
               "by its fastest such level a GPU: those with an online sweep first (what a service "
               "runs), then those measured offline only. Marks: the level ran beside other "
@@ -187,6 +219,15 @@ def ship_page(title: str, gpu: str, gpu_root: Path, budget_ms: float) -> str:
               "measurement's (older code); the python backend served a key the C++ backend "
               "has served since (serving path superseded)."]
     return "\n".join(lines) + "\n"
+
+
+def _left_out(gpu_root: Path) -> list[str]:
+    """The quantized measurements not ranked, each with why."""
+    why = sorted({r for f in measurements(gpu_root) if (r := accuracy_refusal(f, gpu_root))})
+    if not why:
+        return []
+    return ["", "## Left out: quantized, accuracy not passed", "",
+            *[f"- {reason}" for reason in why]]
 
 
 def _number(value, unit: str) -> str:

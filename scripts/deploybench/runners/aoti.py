@@ -1,12 +1,14 @@
 """AOTInductor: the exported program (torch.export, FP32, CPU) compiled ahead of time for
-the configuration's device and precision into a .pt2 package by the convert step, and
-that package run (the runner `aoti`), or replayed as CUDA graphs (`aoti-cudagraph`)."""
+the configuration's device and precision (FP16, or a quantized one: quantization.py) into a
+.pt2 package by the convert step, and that package run (the runner `aoti`), or replayed as
+CUDA graphs (`aoti-cudagraph`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .base import Options
+from . import quantization
+from .base import Options, RunnerUnavailable
 from .cudagraph import CudaGraphs
 from .torchscript import TorchRunner, device, set_precision
 
@@ -44,7 +46,8 @@ def without_float_asserts(module):
 
 def for_device(exported: Path, options: Options):
     """The exported program's module and example inputs on the options' device, in their
-    precision (FP16: weights and floating inputs in half)."""
+    precision (FP16: weights and floating inputs in half; a quantized precision: its linear
+    layers quantized, FP32 inputs)."""
     dev = device(options)
     program = exported_on(exported, dev)
     module = program.module().to(dev)
@@ -52,6 +55,8 @@ def for_device(exported: Path, options: Options):
     if options.precision == "fp16":
         module = without_float_asserts(module).half()
         args = [a.half() if a.is_floating_point() else a for a in args]
+    elif options.precision in quantization.SCHEMES:
+        quantization.quantize(module, options.precision, dev)
     return module, args
 
 
@@ -107,6 +112,10 @@ def check_cxx_runtime(package: Path) -> None:
 class AotiRunner(TorchRunner):
     def __init__(self, artifact: Path, options: Options, single_threaded: bool = False):
         super().__init__(options)
+        # a package of a scheme this device cannot run fails only at its first call
+        refused = quantization.refusal(options.precision, self.device)
+        if refused:
+            raise RunnerUnavailable(refused)
         index = -1 if options.device_id is None else options.device_id
         self.model = self.torch._inductor.aoti_load_package(
             str(artifact), run_single_threaded=single_threaded, device_index=index)

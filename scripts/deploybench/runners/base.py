@@ -22,7 +22,7 @@ class Options:
 
     inputs: tuple[str, ...]          # input names, in the model's order
     outputs: tuple[str, ...] = ()    # output names, in the model's order
-    precision: str = "fp32"          # fp32 | fp16
+    precision: str = "fp32"          # fp32 | fp16 | a quantized one (quantization.SCHEMES)
     device_id: int | None = None     # CUDA device; None: the CPU
     threads: int = 0                 # CPU threads of the engine (0: its default)
     max_batch_size: int = 1

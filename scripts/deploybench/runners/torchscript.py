@@ -29,10 +29,11 @@ def device(options: Options):
 
 def set_precision(options: Options) -> None:
     """FP32 means FP32: no TF32 in cuDNN convolutions/RNNs or matmuls (Ampere and later
-    would otherwise round them to 10-bit mantissas)."""
+    would otherwise round them to 10-bit mantissas), also in the FP32 layers of a quantized
+    model (as the C++ backend has it)."""
     import torch
 
-    if options.precision == "fp32":
+    if options.precision != "fp16":
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
 

@@ -2,9 +2,10 @@
 
 What it serves comes from the `parameters` of config.pbtxt: `artifact` (a file or folder
 in the version folder), `runner` (a name of deploybench.runners.RUNNERS), `precision`
-(fp32 | fp16) and `compile_mode` (torch-compile). The requests of one execute() call
-(dynamic batching) are concatenated, run as one batch and split back; a batch that fails is
-run again request by request, so that one request's bad value fails that request alone.
+(fp32, fp16 or a quantized one) and `compile_mode` (torch-compile). The requests of one
+execute() call (dynamic batching) are concatenated, run as one batch and split back; a batch
+that fails is run again request by request, so that one request's bad value fails that
+request alone.
 
 Two data paths: inputs in host memory (HTTP, system shared memory) go through numpy and
 outputs come back as numpy arrays; inputs Triton hands over in GPU memory (CUDA shared

@@ -11,6 +11,7 @@ import pandas as pd
 from .. import artifacts, atomic, deployments, plugins, serving, source_model
 from ..measurement import device, provenance
 from ..measurement.telemetry import Telemetry
+from ..runners.quantization import CALIBRATION, SCHEMES
 from ..tables import ACCURACY_COLUMNS
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
@@ -41,6 +42,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     on_source = plugin.evaluate(model["hparams"], reference, targets)
     rows = [{"name": k, "kind": "metric", "triton": v, "source": on_source[k],
              "limit": None, "passed": None} for k, v in on_triton.items()]
+    rows += metric_changes(model["accuracy"], spec["precision"], on_triton, on_source)
     limits = model["accuracy"]["max_abs_deviation"]
     for tensor, got, ref in zip(model["outputs"], outputs, reference):
         limit = limits.get("outputs", {}).get(tensor["name"], {}).get(spec["precision"],
@@ -57,6 +59,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     table = pd.DataFrame(rows, columns=ACCURACY_COLUMNS)
     report = {"samples": len(inputs[0]), "split": model["data"]["split"],
               "deployment": deployments.describe(deployment), **cache,
+              **quantization_record(spec["precision"]),
               "telemetry": sampled.result, "provenance": prov}
     device.verify_held()  # no result where another run may have measured beside it
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
@@ -64,3 +67,34 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
         tmp_json.write_text(atomic.json_text(report))
     serving.archive(out_csv, out_json)
     print(table.to_string(index=False))
+
+
+def metric_changes(settings: dict, precision: str, served: dict, source: dict) -> list[dict]:
+    """Where the model declares a metric tolerance for `precision` (`accuracy.
+    metric_tolerance`, required for a quantized one): each metric's move from the source
+    model's, within atol + rtol * |source| (a NaN fails)."""
+    declared = settings.get("metric_tolerance", {}).get(precision)
+    if declared is None:
+        return []
+    rows = []
+    for name, value in served.items():
+        tol = {**declared, **declared.get("metrics", {}).get(name, {})}
+        moved = abs(float(value) - float(source[name]))
+        limit = tol["atol"] + tol["rtol"] * abs(float(source[name]))
+        rows.append({"name": f"metric_change:{name}", "kind": "metric_change",
+                     "triton": moved, "source": 0.0, "limit": limit,
+                     "passed": bool(moved <= limit)})
+    return rows
+
+
+def quantization_record(precision: str) -> dict:
+    """What a quantized configuration's accuracy was measured of: its torchao scheme, the
+    version and what it calibrated on (none of the schemes reads data)."""
+    scheme = SCHEMES.get(precision)
+    if scheme is None:
+        return {}
+    from importlib.metadata import version
+
+    return {"quantization": {"precision": precision, "torchao": version("torchao"),
+                             "config": scheme.config, "what": scheme.what,
+                             "calibration": CALIBRATION}}
