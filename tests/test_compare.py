@@ -201,3 +201,79 @@ def test_a_history_copy_that_fails_leaves_nothing_that_looks_like_one(tmp_path):
     archive(csv)
     [copy] = layout.history_copies(csv).values()
     assert copy.read_bytes() == csv.read_bytes()
+
+
+def _side(folder: Path, throughput: float, ci95=None, stable=True, spread=float("nan"),
+          contended=False) -> baseline.Measurement:
+    """One side of a comparison: offline batch 4 at `throughput`, 10 ms average, stability
+    criterion 10 %, with its repeats' interval `ci95` and host load where given."""
+    import json
+
+    import pandas as pd
+
+    folder.mkdir(parents=True)
+    level = {"Batch": 4, "Concurrency": 1, "Shared memory": "system"}
+    pd.DataFrame([{**level, "Inferences/Second": throughput, "avg latency (ms)": 10.0,
+                   "p99 latency (ms)": 12.0, "sum of components (ms)": 10.0, "Stable": stable,
+                   "window spread (%)": spread}]).to_csv(folder / "offline.csv", index=False)
+    report = {"perf_analyzer_settings": {"stability_percentage": 10},
+              "host_load": [{**level, "contended": contended}]}
+    if ci95:
+        report["repeats"] = [{**level, "ci95": ci95}]
+    (folder / "offline.json").write_text(json.dumps(report))
+    return baseline.Measurement(folder / "offline.csv", folder / "offline.json", folder.name)
+
+
+def _verdict(tmp_path, base: dict, now: dict) -> dict:
+    from deploybench.reporting.compare import compare_scenario
+
+    found = compare_scenario("offline", _side(tmp_path / "now", **now),
+                             _side(tmp_path / "base", **base))
+    return found.table.iloc[0].to_dict()
+
+
+def test_each_sides_noise_is_its_own(tmp_path):
+    """Baseline 100 inf/s, its repeats' interval 40-160 (60 % noise); current 200 inf/s at
+    the 10 % criterion: 180-220 lies above 40-160, faster. The same sides with the noises
+    swapped (100 ± 10 %, 200 ± 60 %: 80-320) would overlap: a noise read from the wrong side
+    gives unchanged."""
+    row = _verdict(tmp_path, {"throughput": 100.0, "ci95": [40.0, 160.0]},
+                   {"throughput": 200.0})
+    assert (row["verdict"], row["noise ± % (baseline, current)"]) == ("faster", "60, 10")
+    assert row["inf/s change"] == "+100.0 %" and row["avg ms change"] == "+0.0 %"
+    row = _verdict(tmp_path / "swapped", {"throughput": 100.0},
+                   {"throughput": 200.0, "ci95": [80.0, 320.0]})
+    assert (row["verdict"], row["noise ± % (baseline, current)"]) == ("unchanged", "10, 60")
+
+
+def test_slower_beyond_both_sides_noise_and_not_within_it(tmp_path):
+    """200 -> 100 at 10 % each: 90-110 below 180-220, slower; 200 -> 175: 157.5-192.5
+    overlaps 180-220, unchanged."""
+    assert _verdict(tmp_path / "a", {"throughput": 200.0},
+                    {"throughput": 100.0})["verdict"] == "slower"
+    assert _verdict(tmp_path / "b", {"throughput": 200.0},
+                    {"throughput": 175.0})["verdict"] == "unchanged"
+
+
+def test_an_unstable_levels_noise_widens_to_its_window_spread(tmp_path):
+    """Current 200 inf/s kept unstable with windows 50 % apart: 100-300 does not lie above
+    the baseline's 90-110 (100 at 10 %), unchanged; stable (180-220) it is faster. A spread
+    below the criterion leaves 10 %; an unstable side without a recorded spread keeps its
+    noise; a contended side is named."""
+    row = _verdict(tmp_path / "a", {"throughput": 100.0},
+                   {"throughput": 200.0, "stable": False, "spread": 50.0})
+    assert (row["verdict"], row["unstable"]) == ("unchanged", "current")
+    assert row["noise ± % (baseline, current)"] == "10, 50"
+    row = _verdict(tmp_path / "b", {"throughput": 100.0, "stable": False, "spread": 45.0},
+                   {"throughput": 200.0})
+    assert (row["unstable"], row["noise ± % (baseline, current)"]) == ("baseline", "45, 10")
+    assert row["verdict"] == "faster"  # 180-220 above 55-145
+    row = _verdict(tmp_path / "c", {"throughput": 100.0},
+                   {"throughput": 200.0, "stable": False, "spread": 4.0})
+    assert (row["verdict"], row["noise ± % (baseline, current)"]) == ("faster", "10, 10")
+    row = _verdict(tmp_path / "d", {"throughput": 100.0},
+                   {"throughput": 200.0, "stable": False})
+    assert (row["verdict"], row["unstable"]) == ("faster", "current")
+    row = _verdict(tmp_path / "e", {"throughput": 100.0, "contended": True},
+                   {"throughput": 200.0})
+    assert row["contended"] == "baseline"
