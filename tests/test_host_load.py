@@ -21,6 +21,11 @@ def test_the_bound_flags_an_overlapping_server_not_a_quiet_host():
     a quiet online sweep is not, three busy cores are."""
     assert contended_cpu(0.41, 2) and not contended_cpu(0.14, 2)
     assert not contended_cpu(0.45, 16) and contended_cpu(3.0, 16)
+    # the bound itself: 1/8 of a core per CPU, strictly above it (0.25 of 2 CPUs, 2 of 16)
+    assert CONTENDED_SHARE == 1 / 8
+    assert not contended_cpu(0.25, 2) and contended_cpu(0.2501, 2)
+    assert not contended_cpu(2.0, 16) and contended_cpu(2.001, 16)
+    assert not contended_cpu(0.125, 1) and contended_cpu(0.126, 1)
 
 
 def test_a_busy_neighbour_is_contention():
