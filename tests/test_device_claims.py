@@ -122,3 +122,63 @@ def test_a_deployment_over_two_gpus_waits_for_both_and_a_third_is_refused(host):
     with pytest.raises(device.DeviceMismatch, match="triton.gpus 3: GPU key 'h100' has 2"):
         with device.claim(run, count=3):
             pass
+
+
+LISTING = ("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-aaa)\n"
+           "  MIG 3g.40gb     Device  0: (UUID: MIG-bbb)\n"
+           "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-ccc)\n")
+
+
+@pytest.fixture
+def smi(monkeypatch):
+    """nvidia-smi's answers (-L: LISTING) without one."""
+    import subprocess
+
+    answers = {"-L": LISTING,
+               "--query-gpu=name,driver_version": "NVIDIA A100-SXM4-80GB, 570.1\n"
+                                                  "NVIDIA H100 80GB HBM3, 570.1\n"}
+    monkeypatch.setattr(device.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(device.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 0, answers[cmd[1]], ""))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv(device.SLOTS_ENV, raising=False)
+
+
+def test_the_gpus_are_read_from_nvidia_smis_listing_mig_devices_under_their_gpu(smi,
+                                                                               monkeypatch):
+    a100 = {"index": "0", "uuid": "GPU-aaa", "name": "NVIDIA A100-SXM4-80GB"}
+    h100 = {"index": "1", "uuid": "GPU-ccc", "name": "NVIDIA H100 80GB HBM3"}
+    assert device.listed_gpus() == [a100, {**a100, "uuid": "MIG-bbb"}, h100]
+    assert device.visible_gpus() == [a100, h100] and device.bench_slots() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1, MIG-bbb")  # by index, by UUID
+    assert device.visible_gpus() == [h100, {**a100, "uuid": "MIG-bbb"}]
+    assert device.gpu_names() == ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
+    assert device.query_gpus("name,driver_version") == [
+        ["NVIDIA A100-SXM4-80GB", "570.1"], ["NVIDIA H100 80GB HBM3", "570.1"]]
+    monkeypatch.setenv(device.SLOTS_ENV, "3")
+    assert device.bench_slots() == 3
+    monkeypatch.setenv(device.SLOTS_ENV, "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        device.bench_slots()
+
+
+def test_the_host_key_is_the_one_key_matching_every_gpu(smi):
+    registry = {"h100": {"match": ["H100"]}, "a100": {"match": ["A100"]},
+                "any": {"match": ["A100", "H100"]}, "cpu": {"match": []}}
+    assert device.host_key(registry) == "any"
+    with pytest.raises(device.DeviceMismatch, match="h100, a100 do|none do"):
+        device.host_key({k: registry[k] for k in ("h100", "a100")})
+
+
+def test_which_steps_claim_the_device():
+    run = {"backend": {"runner": "onnxruntime"}, "precision": "fp32",
+           "server": {"kind": "local"}}
+    assert device.claims(run, "offline") and device.claims(run, "rate")
+    assert not device.claims(run, "convert") and not device.claims(run, "report")
+    assert device.claims({**run, "precision": "fp16"}, "convert")  # cast on the device
+    assert device.claims({**run, "backend": {"runner": "tensorrt"}}, "convert")
+    remote = {**run, "server": {"kind": "remote"}}
+    assert not device.claims(remote, "offline") and device.claims(remote, "conversion_check")
+    assert device.may_run_on_device("convert") and not device.may_run_on_device("plots")
+    assert device.deployment_gpus({"model": {"triton": {"gpus": 2}}}) == 2
+    assert device.deployment_gpus({}) == 1

@@ -156,3 +156,42 @@ def test_repeats_keep_the_median_run_and_flag_a_wide_spread():
     assert 98.0 <= steady["ci95"][0] <= 100.0 <= steady["ci95"][1] <= 102.0
     wide = spread([100.0, 130.0, 95.0], stability_percentage=10)
     assert wide["noisy"] and wide["range_pct"] == 35.0
+
+
+def test_other_gpu_processes_leave_out_the_steps_own_and_say_what_they_cannot_see(
+        monkeypatch):
+    """NVML lists this process (the step's own), pid 1 (another's, seen here) and a pid this
+    namespace lacks (seen: false, not counted: it may be the step's own server seen from the
+    host); at the end one more. Contended: a seen process beside the measurement."""
+    import contextlib
+
+    from deploybench.measurement import host_load
+
+    listed = [[{"pid": os.getpid(), "used_mib": 100}, {"pid": 1, "used_mib": 10},
+               {"pid": 2**22 + 7, "used_mib": 5}]]
+
+    @contextlib.contextmanager
+    def gpu(device):
+        if device == "GPU-gone":
+            raise host_load.nvml.Unavailable("no NVML")
+        yield type("G", (), {"processes": lambda self: [dict(p) for p in listed[0]]})()
+
+    monkeypatch.setattr(host_load.nvml, "Gpu", gpu)
+    found = host_load.other_gpu_processes("GPU-x")
+    assert [(p["pid"], p["seen"]) for p in found] == [(1, True), (2**22 + 7, False)]
+    assert found[0]["name"] and found[1]["name"] is None
+    assert host_load.other_gpu_processes("GPU-gone") == "unavailable: no NVML"
+    with HostLoad("GPU-x") as load:
+        listed[0] = [{"pid": 1, "used_mib": 30}]  # pid 1 grew; the other went
+    assert [(p["pid"], p["used_mib"]) for p in load.result["other_gpu_processes"]] == [
+        (1, 30), (2**22 + 7, 5)]
+    assert load.result["contended"]
+    listed[0] = [{"pid": 2**22 + 7, "used_mib": 5}]
+    with HostLoad("GPU-x") as load:
+        pass
+    # a process this namespace cannot see is no contention: only the CPU's may flag it
+    assert load.result["contended"] is contended_cpu(load.result["other_cpu_cores"],
+                                                     os.cpu_count())
+    with HostLoad(["GPU-x", "GPU-gone"]) as load:
+        pass
+    assert load.result["other_gpu_processes"] == "unavailable: no NVML"

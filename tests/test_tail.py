@@ -25,3 +25,32 @@ def test_the_95_percent_intervals_cover_the_true_percentile_95_percent_of_the_ti
             assert low <= found[q]["value"] <= high
     share = {q: n / 300 for q, n in covered.items()}
     assert all(0.92 <= s <= 0.98 for s in share.values()), share
+
+
+def test_a_levels_summary_from_perf_analyzers_export_and_its_table(tmp_path):
+    """The real export's six kept requests over 1.067195838 s (test_perf_analyzer_output):
+    their count, span and percentiles, the export deleted once read; the report's row:
+    each percentile to 3 figures with its interval."""
+    import shutil
+    from pathlib import Path
+
+    export = tmp_path / "export.json"
+    shutil.copy(Path(__file__).parent / "data/perf_analyzer/rate_200_export.json", export)
+    found = tail.summary(export)
+    assert (found["requests"], found["seconds"]) == (6, 1.067) and not export.exists()
+    assert found["percentiles_ms"]["p50"]["value"] == 0.8271
+    level = {"Concurrency": 2, **found}
+    row = tail.table([level], ("Concurrency",)).iloc[0]
+    low, high = found["percentiles_ms"]["p99"]["ci95"]
+    assert row["Concurrency"] == 2 and row["requests"] == 6
+    assert row["p99 ms (95 % interval)"] == f"0.895 ({low:.3g}-{high:.3g})"
+    assert row["p50 ms (95 % interval)"].startswith("0.827 (")
+
+
+def test_every_request_is_resampled_the_first_as_any_other():
+    """One 50 ms request among 99 of 1 ms: p99.9 at rank 98.901 is 1 + 0.901 x 49 = 45.149 ms; 37 %
+    of resamples of 100 miss the slow request (0.99^100), so the interval runs from 1 ms to
+    at least that; a bootstrap that never drew it would give 1-1."""
+    found = tail.percentiles(np.array([50.0] + [1.0] * 99))["p99.9"]
+    assert found["value"] == 45.149
+    assert found["ci95"][0] == 1.0 and found["ci95"][1] >= 45.149
