@@ -1,6 +1,8 @@
 """The C++ backend's unit tests (triton_backend/tests/unit_tests.cc, built by its CMake
 beside the library): Triton's data types as ATen's, gather and scatter of every data type
-over a fake of the server's API, requests of a wrong type or shape failing alone, the
+over a fake of the server's API (the batch's statistics too), ONNX Runtime's engine over an
+identity graph of each type the pipeline serves (FP32, FP16, INT32, INT64, BOOL: an INT32
+input bound as INT64 fails in seconds), requests of a wrong type or shape failing alone, the
 embedding store against a plain gather with a cache a tenth of its tables, its refresh, its
 metrics and the .npy reader's refusals, a trace's convolutions made strict FP32; and the
 python runner's strictness beside it. It starts no server: not e2e."""

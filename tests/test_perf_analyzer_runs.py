@@ -134,3 +134,29 @@ def test_the_export_memory_limit_and_why_a_tail_was_dropped(monkeypatch):
     assert perf_analyzer.export_limit("rate") == 2 * 2**30
     why = perf_analyzer.export_dropped(RUN, Row(1, 1, "none"), 3 * 2**30)
     assert "28 bytes of inputs and outputs each" in why and "grew past 3.0 GiB" in why
+
+
+def test_the_warm_up_runs_each_level_once_any_spread_its_window_scaled(tmp_path,
+                                                                       monkeypatch):
+    """Offline warm-up windows 2: its four rows (test above) at 2 x 50 requests a window,
+    -s ANY_SPREAD, each logged as discarded; none where warmup_windows is 0."""
+    ran = []
+    alive = []
+    server = SimpleNamespace(**vars(SERVER), ensure_alive=lambda: alive.append(1))
+    monkeypatch.setattr(perf_analyzer, "run_client", lambda s, cmd: ran.append(cmd) or
+                        subprocess.CompletedProcess(cmd, 0, "", ""))
+    sweep = perf_analyzer.sweep(RUN, "offline")
+    with open(tmp_path / "log", "w") as log:
+        perf_analyzer.warm_up(RUN, "offline", server, sweep, tmp_path / "d.json", tmp_path, log)
+    assert [(flags(c)["-b"], flags(c).get("--shared-memory")) for c in ran] == [
+        ("1", "system"), ("16", "system"), ("1", "cuda"), ("16", "cuda")]
+    assert {flags(c)["--measurement-request-count"] for c in ran} == {"100"}
+    assert {flags(c)["-s"] for c in ran} == {str(perf_analyzer.ANY_SPREAD)}
+    assert len(alive) == 4
+    assert (tmp_path / "log").read_text().count("[warm-up, discarded] $ /pa") == 4
+    ran.clear()
+    cold = {**RUN, "model": {**RUN["model"], "offline": {**RUN["model"]["offline"],
+                                                         "warmup_windows": 0}}}
+    with open(tmp_path / "log", "w") as log:
+        perf_analyzer.warm_up(cold, "offline", server, sweep, tmp_path / "d.json", tmp_path, log)
+    assert ran == []
