@@ -37,12 +37,14 @@ MODULES = ["triton/perf_analyzer.py", "tail.py", "steps/rate.py", "measurement/h
            "reporting/served_native.py", "reporting/compare.py", "reference_tables.py",
            "measurement/locks.py", "measurement/device.py", "measurement/repeats.py",
            "steps/conversion_check.py", "steps/accuracy.py"]
-TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_tail.py", "tests/test_rate.py",
+TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_perf_analyzer_runs.py",
+         "tests/test_tail.py", "tests/test_rate.py", "tests/test_rate_levels.py",
          "tests/test_host_load.py", "tests/test_headline.py", "tests/test_served_native.py",
          "tests/test_compare.py", "tests/test_reference_tables.py", "tests/test_locks.py",
-         "tests/test_device_claims.py", "tests/test_checks_fed_wrong_models.py",
-         "tests/test_littles_law.py", "tests/test_isolation.py"]
-COPIED = ("scripts/", "tests/", "config/", "results/", "triton_backend/", "pyproject.toml")
+         "tests/test_device_claims.py",
+         "tests/test_checks_fed_wrong_models.py", "tests/test_isolation.py"]
+COPIED = ("scripts/", "tests/", "config/", "results/", "triton_backend/", "report/", "rules/",
+          "docs/", "Snakefile", "pyproject.toml")
 SURVIVORS = ROOT / "scripts" / "benchmarks" / "mutation_survivors.md"
 # mutmut's exit codes of a mutant's test run, as its stats.status_by_exit_code names them
 # (any other: suspicious); caught: killed, timed out or crashed
@@ -72,8 +74,8 @@ def prepare(work: Path, modules: list[str], tests: list[str], full: bool) -> Non
     marks = "not gpu" if full else "not e2e and not gpu"
     lines = ["[mutmut]", "source_paths = src/deploybench",
              "only_mutate =", *(f"    src/deploybench/{m}" for m in modules),
-             "also_copy =", "    tests", "    config", "    results", "    scripts",
-             "    triton_backend",
+             "also_copy =", *(f"    {c.rstrip('/')}" for c in COPIED if c != "scripts/"),
+             "    scripts",
              "pytest_add_cli_args_test_selection =", *(f"    {t}" for t in selected),
              "pytest_add_cli_args =", "    -m", f"    {marks}", "    -p", "    no:cacheprovider",
              "    -q", "timeout_constant = 30.0"]
