@@ -121,7 +121,7 @@ def reasons() -> dict[str, str]:
     """mutant -> why it cannot matter, from SURVIVORS' `- name: reason` lines."""
     if not SURVIVORS.is_file():
         return {}
-    return dict(re.findall(r"^- `([^`]+)`: (.+)$", SURVIVORS.read_text(), re.M))
+    return dict(re.findall(r"^- `([^`]+)`(?: \([^)]*\))?: (.+)$", SURVIVORS.read_text(), re.M))
 
 
 def report(found: dict[str, str], work: Path, mutmut: Path | None, out: Path) -> None:
