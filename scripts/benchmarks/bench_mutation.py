@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,7 @@ TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_perf_analyzer_runs.py
          "tests/test_checks_fed_wrong_models.py", "tests/test_isolation.py"]
 COPIED = ("scripts/", "tests/", "config/", "results/", "triton_backend/", "report/", "rules/",
           "docs/", "Snakefile", "pyproject.toml")
+MEMORY_CAP = 4 * 2**30
 SURVIVORS = ROOT / "scripts" / "benchmarks" / "mutation_survivors.md"
 # mutmut's exit codes of a mutant's test run, as its stats.status_by_exit_code names them
 # (any other: suspicious); caught: killed, timed out or crashed
@@ -86,9 +88,17 @@ def run(work: Path, mutmut: Path | None, children: int) -> None:
     env = dict(os.environ)
     # the copy's package first; mutmut where it was installed; no other checkout's scripts
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(mutmut or ""), str(work / "src")]))
-    with open(work / "mutmut.log", "w") as log:  # its progress spinner: not for a terminal
+    with open(work / "mutmut.log", "a") as log:  # its progress spinner: not for a terminal
         subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
-                       cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+                       cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, check=False,
+                       preexec_fn=_memory_cap)
+
+
+def _memory_cap() -> None:
+    """A mutant that loops appending (one of reference_tables' grew to 13 GiB in minutes)
+    fails its allocation instead of filling the host: every process of the run gets
+    MEMORY_CAP bytes of data."""
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_CAP, MEMORY_CAP))
 
 
 def statuses(work: Path) -> dict[str, str]:
@@ -166,11 +176,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--children", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--report-only", action="store_true",
                         help="read the work folder of an earlier run")
+    parser.add_argument("--resume", action="store_true",
+                        help="go on with an earlier run's work folder (mutants with a result kept)")
     parser.add_argument("--out", type=Path, default=Path("mutation_survivors_found.md"))
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="deploybench-mutation-"))
     if not args.report_only:
-        prepare(work, args.modules, args.tests, args.full)
+        if not args.resume:
+            prepare(work, args.modules, args.tests, args.full)
         run(work, args.mutmut, args.children)
     found = statuses(work)
     if not found:
