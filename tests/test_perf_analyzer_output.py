@@ -203,3 +203,73 @@ def test_the_percentiles_of_the_kept_requests():
     assert found["p99.9"]["value"] == round(0.852178 + 0.995 * 0.044606, 4)  # rank 4.995
     for q in found.values():  # resampled from these six: within their range
         assert 0.774265 - 1e-4 <= q["ci95"][0] <= q["ci95"][1] <= 0.896784 + 1e-4
+
+
+def _fake_runs(outcomes: list, ran: list):
+    """run_client answering each call with the next of `outcomes`: an exception to raise,
+    an exit code (the online level's real output; its CSV written where it is 0 and the
+    outcome is not "no csv"), recording (cmd, timeout_s, memory_limit)."""
+    def run(server, cmd, timeout_s=None, memory_limit=None):
+        ran.append((cmd, timeout_s, memory_limit))
+        outcome = outcomes[len(ran) - 1]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        if outcome == 0:
+            Path(cmd[cmd.index("-f") + 1]).write_text(ONLINE_CSV)
+        code = 0 if outcome == "no csv" else outcome
+        return subprocess.CompletedProcess(cmd, code, ONLINE_OUT if code == 0 else "", "")
+    return run
+
+
+def measure_with(tmp_path, monkeypatch, outcomes, export=None, timeout_s=None):
+    ran = []
+    monkeypatch.setattr(perf_analyzer, "run_client", _fake_runs(outcomes, ran))
+    with open(tmp_path / "perf.log", "w") as log:
+        try:
+            return perf_analyzer.measure(RUN, "online", FakeServer(), Row(1, 2, "none"),
+                                         tmp_path / "d.json", tmp_path, log, export=export,
+                                         timeout_s=timeout_s), ran
+        finally:
+            ran.append((tmp_path / "perf.log").read_text())
+
+
+def test_an_export_past_its_memory_is_dropped_and_the_level_measured_again(tmp_path,
+                                                                           monkeypatch):
+    """The run with the export is watched at export_limit("online") and killed past it: the
+    same attempt again without the export, the row saying why (3 GiB, 28 bytes a request)."""
+    monkeypatch.setattr(perf_analyzer, "export_limit", lambda scenario: {"online": 7}[scenario])
+    row, ran = measure_with(tmp_path, monkeypatch, [perf_analyzer.MemoryExceeded(3 * 2**30), 0],
+                            export=tmp_path / "e.json", timeout_s=9.0)
+    (first, t1, limit1), (second, t2, limit2), log = ran
+    assert "--profile-export-file" in first and "--profile-export-file" not in second
+    assert (t1, limit1, t2, limit2) == (9.0, 7, 9.0, None)
+    assert first[first.index("--measurement-request-count") + 1] == second[
+        second.index("--measurement-request-count") + 1] == "40"
+    assert row[perf_analyzer.EXPORT_DROPPED] == perf_analyzer.export_dropped(
+        RUN, Row(1, 2, "none"), 3 * 2**30)
+    assert "28 bytes" in row[perf_analyzer.EXPORT_DROPPED] and row[STABLE] is True
+    assert f"[killed: {row[perf_analyzer.EXPORT_DROPPED]}]" in log
+
+
+def test_a_level_past_its_time_is_a_timeout_not_retried(tmp_path, monkeypatch):
+    late = subprocess.TimeoutExpired(["pa"], 5.0, "some windows\n", "")
+    with pytest.raises(perf_analyzer.PerfTimeout, match=r"did not finish the online level "
+                       r"at batch 1, rate 0/s within 5 s"):
+        measure_with(tmp_path, monkeypatch, [late], timeout_s=5.0)
+    text = (tmp_path / "perf.log").read_text()
+    assert "some windows\n[no result within 5 s: killed]" in text and text.count("$ ") == 1
+
+
+def test_perf_analyzer_killed_is_named_at_once_with_its_exit_code(tmp_path, monkeypatch):
+    with pytest.raises(perf_analyzer.PerfDeath, match=r"perf_analyzer was killed by SIGKILL, "
+                       r"on the online measurement at batch 1, concurrency 2, none shared "
+                       r"memory") as died:
+        measure_with(tmp_path, monkeypatch, [-9, 0])
+    assert died.value.exit_code == -9
+
+
+def test_an_exit_without_a_csv_is_a_failed_attempt(tmp_path, monkeypatch):
+    """Exit code 0 without a CSV is no measurement: the next attempt's row is kept."""
+    row, ran = measure_with(tmp_path, monkeypatch, ["no csv", 0])
+    assert len(ran) == 3 and row[THROUGHPUT] == 1888.2
+    assert "[attempt 1/2 failed, exit code 0]" in ran[-1]

@@ -145,3 +145,40 @@ def test_the_step_bisects_between_its_rates_and_writes_what_it_measured(tmp_path
     assert (found["rate"], found["bracket"], found["throughput"]) == (225.0, [225.0, 312.5],
                                                                       450.0)
     assert found["beyond"] == "exceeded it (p99 900 ms)" and found["p99_ci95_ms"] == [4.0, 6.0]
+
+
+def test_a_levels_report_and_what_it_asked_of_the_server(tmp_path, stand_in, monkeypatch):
+    """The JSON's level: offered, requests, seconds to 3 decimals, percentiles, the batches
+    formed since the level began, host load and telemetry; level_timeout_s where the model
+    sets one; a level that ran out of time is said to."""
+    row = Row(2, 0, "none", "m", rate=5.0, distribution="poisson")
+    measured = perf_analyzer.parse_csv((DATA / "rate_200.csv").read_text(), row)
+    asked = []
+    monkeypatch.setattr(rate_step.serving, "formed_since", lambda s, m, before: asked.append(
+        (s, m, before)) or {2: 6})
+
+    def measure(spec, scenario, server, row, data, work, log, export, timeout_s):
+        asked.append((scenario, server, timeout_s, log))
+        shutil.copy(DATA / "rate_200_export.json", export)
+        return measured | {"Stable": True}
+
+    monkeypatch.setattr(rate_step.perf_analyzer, "measure", measure)
+    spec = {**SPEC, "model": {**SPEC["model"], "rate": {**RATE, "level_timeout_s": 33}}}
+    level, report = rate_step._level(spec, stand_in, row, tmp_path / "d.json", tmp_path,
+                                     "LOG", {"device": "cpu"}, budget=20)
+    assert asked == [("rate", stand_in, 33, "LOG"), (stand_in, "m", {2: 10})]
+    assert level["Distribution"] == "poisson"
+    assert (report["offered"], report["seconds"]) == (5.0, 1.067)
+    assert report["percentiles_ms"]["p99"]["value"] == 0.8946
+    assert report["host_load"]["contended"] is False and report["telemetry"] == {
+        "contended": False}
+
+    def late(*args, **kwargs):
+        raise perf_analyzer.PerfTimeout("no answer in 33 s")
+
+    monkeypatch.setattr(rate_step.perf_analyzer, "measure", late)
+    level, report = rate_step._level(spec, stand_in, row, tmp_path / "d.json", tmp_path,
+                                     None, {"device": "cpu"}, budget=20)
+    assert level[rate_step.FAILED] == "did not finish in time" and level["Batch"] == 2
+    assert report == {"offered": 5.0, "error": "no answer in 33 s",
+                      "host_load": {"contended": False, "foreign_requests": None}}

@@ -27,6 +27,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -47,6 +49,7 @@ TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_perf_analyzer_runs.py
 COPIED = ("scripts/", "tests/", "config/", "results/", "triton_backend/", "report/", "rules/",
           "docs/", "Snakefile", "pyproject.toml")
 MEMORY_CAP = 4 * 2**30
+HANG_S = 120
 SURVIVORS = ROOT / "scripts" / "benchmarks" / "mutation_survivors.md"
 # mutmut's exit codes of a mutant's test run, as its stats.status_by_exit_code names them
 # (any other: suspicious); caught: killed, timed out or crashed
@@ -89,9 +92,27 @@ def run(work: Path, mutmut: Path | None, children: int) -> None:
     # the copy's package first; mutmut where it was installed; no other checkout's scripts
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(mutmut or ""), str(work / "src")]))
     with open(work / "mutmut.log", "a") as log:  # its progress spinner: not for a terminal
-        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
-                       cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, check=False,
-                       preexec_fn=_memory_cap)
+        proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                 str(children)], cwd=work, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, preexec_fn=_memory_cap)
+        threading.Thread(target=_end_hung_mutants, args=(proc,), daemon=True).start()
+        proc.wait()
+
+
+def _end_hung_mutants(proc: subprocess.Popen) -> None:
+    """Kill a mutant's test run past HANG_S (a loop that never ends, which mutmut's own
+    timeout let run for minutes here): recorded as killed by a signal, a caught mutant."""
+    import psutil
+
+    while proc.poll() is None:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if (child.cmdline()[:1] and child.cmdline()[0].startswith("mutmut: ")
+                        and time.time() - child.create_time() > HANG_S):
+                    child.kill()
+            except psutil.Error:
+                continue
+        time.sleep(5)
 
 
 def _memory_cap() -> None:
