@@ -121,12 +121,17 @@ def served(monkeypatch):
     monkeypatch.setattr(accuracy_step, "Telemetry", quiet)
     monkeypatch.setattr(accuracy_step.plugins, "load", lambda name: metric)
     monkeypatch.setattr(accuracy_step.source_model, "refusal", lambda m: None)
+    deployment = SimpleNamespace(name="toy", max_batch_size=8)
     monkeypatch.setattr(accuracy_step.deployments, "for_scenario",
-                        lambda *a: SimpleNamespace(name="toy", max_batch_size=8))
-    monkeypatch.setattr(accuracy_step.deployments, "describe", lambda d: {})
-    monkeypatch.setattr(accuracy_step.triton_config, "served_inputs", lambda p: None)
-    monkeypatch.setattr(accuracy_step, "infer_all",
-                        lambda url, spec, inputs, batch, *a: sent["outputs"])
+                        lambda *a: sent.setdefault("for_scenario", a) and deployment)
+    monkeypatch.setattr(accuracy_step.deployments, "describe", lambda d: {"model": d.name})
+    monkeypatch.setattr(accuracy_step.triton_config, "served_inputs", lambda p: ["x"])
+
+    def infer_all(url, spec, inputs, batch, served_inputs, name, encoder, version):
+        sent["infer_all"] = (batch, served_inputs, name, encoder, [a.shape for a in inputs])
+        return sent["outputs"]
+
+    monkeypatch.setattr(accuracy_step, "infer_all", infer_all)
     return sent
 
 
@@ -157,3 +162,43 @@ def test_accuracy_on_triton_fails_a_wrong_model_by_its_known_deviation(tmp_path,
     swapped = accuracy_of(tmp_path, eval_set, served, right[::-1])
     passed = swapped.loc[["max_abs_deviation:y1", "max_abs_deviation:y2"], "passed"]
     assert passed.astype(str).tolist() == ["False", "False"]
+
+
+def test_accuracy_asks_the_server_for_every_sample_and_writes_what_it_compared(
+        tmp_path, eval_set, served):
+    """The 20 samples sent in batches of accuracy.batch_size to the deployment that covers
+    it, as the served inputs; accuracy.json says how many samples, of which split, on which
+    deployment."""
+    import json
+
+    accuracy_of(tmp_path, eval_set, served, [X @ w + b for w, b in zip(W, B)])
+    assert served["for_scenario"][1:] == ("accuracy", 8)
+    assert served["infer_all"] == (8, ["x"], "toy", None, [(20, 4)])
+    report = json.loads((tmp_path / "accuracy.json").read_text())
+    assert (report["samples"], report["split"], report["deployment"]) == (20, "test",
+                                                                         {"model": "toy"})
+    assert report["provenance"] == {"device": "cpu"}
+
+
+def test_an_integer_output_is_also_judged_by_its_share_of_exact_samples(tmp_path, served,
+                                                                       monkeypatch):
+    """An INT64 output (lengths, ids): 3 of 20 samples one off give a deviation of 1 (over
+    its 0.5 limit for that output) and an agreement of 17 / 20 = 0.85; the FP32 output, its
+    limit raised to 0.05 for it alone, passes 0.01 off."""
+    model = {**MODEL, "outputs": [MODEL["outputs"][0],
+                                  {"name": "n", "dtype": "INT64", "dims": [1]}],
+             "accuracy": {"batch_size": 8, "max_abs_deviation": {
+                 "fp32": 1.0e-4, "outputs": {"n": {"fp32": 0.5}, "y1": {"fp32": 0.05}}}}}
+    monkeypatch.setitem(RUN, "model", model)
+    lengths = np.arange(20, dtype=np.int64).reshape(20, 1)
+    path = tmp_path / "eval.npz"
+    source_model.save_eval(model, [X], [X @ W[0] + B[0], lengths], [np.zeros(20)], path)
+    served_lengths = lengths.copy()
+    served_lengths[[2, 7, 11]] += 1
+    table = accuracy_of(tmp_path, path, served, [X @ W[0] + B[0] + np.float32(0.01),
+                                                  served_lengths])
+    assert table.loc["agreement:n", "triton"] == 0.85
+    assert table.loc["max_abs_deviation:n", "triton"] == 1.0
+    assert table.loc[["max_abs_deviation:y1", "max_abs_deviation:n"], "passed"].astype(
+        str).tolist() == ["True", "False"]
+    assert table.loc["max_abs_deviation:y1", "limit"] == 0.05

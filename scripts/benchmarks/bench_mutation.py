@@ -19,6 +19,8 @@ unit pass, >= 90 % for the whole suite.
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import re
@@ -139,13 +141,39 @@ def module_of(name: str) -> str:
     return "/".join(parts[1:cut]) + ".py"
 
 
-def diff(work: Path, mutmut: Path | None, name: str) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(mutmut or ""),
-                                                                     str(work / "src")]))}
-    shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env,
-                           capture_output=True, text=True)
-    return "\n".join(line for line in shown.stdout.splitlines()
-                     if line.startswith(("+", "-")) and not line.startswith(("+++", "---")))
+def diff(work: Path, name: str, sources: dict) -> str:
+    """A mutant's changed lines: its function in the mutated module against the original
+    (mutmut keeps both, `<function>__mutmut_orig` and `<function>__mutmut_<n>`)."""
+    module = work / "mutants" / "src" / "deploybench" / module_of(name)
+    if module not in sources:
+        text = module.read_text()
+        lines = text.splitlines()
+        sources[module] = {node.name: "\n".join(lines[node.lineno - 1:node.end_lineno])
+                           for node in ast.walk(ast.parse(text))  # methods too
+                           if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    function = name.rsplit(".", 1)[1]
+    original = sources[module].get(function.rsplit("__mutmut_", 1)[0] + "__mutmut_orig", "")
+    mutated = sources[module].get(function, "")
+    return "\n".join(line for line in difflib.unified_diff(
+        original.splitlines()[1:], mutated.splitlines()[1:], lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---")))
+
+
+# A mutant that changes only the words of a message (an error's, a log line's, a printed
+# line's) changes no number a user reads: its survival cannot matter
+MESSAGE = re.compile(r"raise |Error\(|print\(|log\.write\(|\.write\(|why = |f\"")
+
+
+def automatic_reason(changed: str) -> str | None:
+    """Why a mutant cannot matter, where its diff alone says so."""
+    minus = [line[1:] for line in changed.splitlines() if line.startswith("-")]
+    plus = [line[1:] for line in changed.splitlines() if line.startswith("+")]
+    unquoted = [re.sub(r'"[^"]*"|\'[^\']*\'', '""', line) for line in minus + plus]
+    same_code = len(minus) == len(plus) and all(
+        a == b for a, b in zip(unquoted[:len(minus)], unquoted[len(minus):]))
+    if same_code and any(MESSAGE.search(line) for line in minus):
+        return "message words only (an error's or log line's text, no number)"
+    return None
 
 
 def reasons() -> dict[str, str]:
@@ -155,7 +183,7 @@ def reasons() -> dict[str, str]:
     return dict(re.findall(r"^- `([^`]+)`(?: \([^)]*\))?: (.+)$", SURVIVORS.read_text(), re.M))
 
 
-def report(found: dict[str, str], work: Path, mutmut: Path | None, out: Path) -> None:
+def report(found: dict[str, str], work: Path, out: Path) -> None:
     by_module: dict[str, Counter] = {}
     for name, status in found.items():
         by_module.setdefault(module_of(name), Counter())[status] += 1
@@ -167,12 +195,12 @@ def report(found: dict[str, str], work: Path, mutmut: Path | None, out: Path) ->
         total += counts
         _line(module, counts)
     _line("all", total)
-    known = reasons()
+    known, sources = reasons(), {}
     lines = ["# Survivors of the last mutation run (bench_mutation.py)", ""]
     for name in sorted(n for n, s in found.items() if s in ("survived", "no tests")):
-        why = known.get(name, "no reason given yet")
-        lines += [f"- `{name}` ({found[name]}): {why}", "", "```diff", diff(work, mutmut, name),
-                  "```", ""]
+        changed = diff(work, name, sources)
+        why = known.get(name) or automatic_reason(changed) or "no reason given yet"
+        lines += [f"- `{name}` ({found[name]}): {why}", "", "```diff", changed, "```", ""]
     out.write_text("\n".join(lines))
     print(f"\nsurvivors with their diffs: {out}")
 
@@ -209,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     found = statuses(work)
     if not found:
         sys.exit(f"no mutants recorded under {work}/mutants")
-    report(found, work, args.mutmut, args.out)
+    report(found, work, args.out)
 
 
 if __name__ == "__main__":
