@@ -277,3 +277,37 @@ def test_an_unstable_levels_noise_widens_to_its_window_spread(tmp_path):
     row = _verdict(tmp_path / "e", {"throughput": 100.0, "contended": True},
                    {"throughput": 200.0})
     assert row["contended"] == "baseline"
+
+
+def test_levels_on_one_side_only_and_a_mixed_verdict(tmp_path):
+    """Baseline batches 4 and 8, current 4 and 16: 8 removed (its baseline figures kept),
+    16 added (its current ones); batch 4 twice as fast but with twice the average latency
+    (lower is better): mixed, each change in %."""
+    import json
+
+    import pandas as pd
+
+    from deploybench.reporting.compare import compare_scenario
+
+    def side(folder, rows):
+        folder.mkdir()
+        table = pd.DataFrame([{"Batch": b, "Concurrency": 1, "Shared memory": "system",
+                               "Inferences/Second": t, "avg latency (ms)": ms,
+                               "p99 latency (ms)": ms, "sum of components (ms)": ms}
+                              for b, t, ms in rows])
+        table.to_csv(folder / "offline.csv", index=False)
+        (folder / "offline.json").write_text(json.dumps(
+            {"perf_analyzer_settings": {"stability_percentage": 10}}))
+        return baseline.Measurement(folder / "offline.csv", folder / "offline.json", "x")
+
+    found = compare_scenario("offline", side(tmp_path / "now", [(4, 200.0, 20.0),
+                                                                (16, 900.0, 17.0)]),
+                             side(tmp_path / "base", [(4, 100.0, 10.0), (8, 500.0, 16.0)]))
+    rows = found.table.set_index("Batch")
+    assert rows["verdict"].to_dict() == {4: "mixed", 8: "removed", 16: "added"}
+    assert found.counts == {"mixed": 1, "removed": 1, "added": 1}
+    assert (rows.loc[4, "inf/s change"], rows.loc[4, "avg ms change"]) == ("+100.0 %",
+                                                                           "+100.0 %")
+    assert rows.loc[8, "inf/s baseline"] == 500.0 and pd.isna(rows.loc[8, "inf/s current"])
+    assert rows.loc[16, "inf/s current"] == 900.0 and pd.isna(rows.loc[16, "inf/s baseline"])
+    assert rows.loc[16, "avg ms current"] == 17.0
