@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import fnmatch
 import json
 import os
 import re
@@ -89,13 +90,26 @@ def prepare(work: Path, modules: list[str], tests: list[str], full: bool) -> Non
     (work / "setup.cfg").write_text("\n".join(lines) + "\n")
 
 
-def run(work: Path, mutmut: Path | None, children: int) -> None:
+def rerun_survivors(work: Path, mutmut: Path | None, children: int,
+                    patterns: list[str]) -> None:
+    """The checkout's tests as they are now, over the survivors of an earlier run whose
+    names match `patterns` (fnmatch): which of them a test added since kills."""
+    for name in ("tests", "mutants/tests"):
+        shutil.copytree(ROOT / "tests", work / name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    names = [n for n, s in statuses(work).items() if s in ("survived", "no tests")
+             and any(fnmatch.fnmatch(n, p) for p in patterns)]
+    if names:
+        run(work, mutmut, children, names)
+
+
+def run(work: Path, mutmut: Path | None, children: int, names: list[str] = ()) -> None:
     env = dict(os.environ)
     # the copy's package first; mutmut where it was installed; no other checkout's scripts
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(mutmut or ""), str(work / "src")]))
     with open(work / "mutmut.log", "a") as log:  # its progress spinner: not for a terminal
         proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
-                                 str(children)], cwd=work, env=env, stdout=log,
+                                 str(children), *names], cwd=work, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, preexec_fn=_memory_cap)
         threading.Thread(target=_end_hung_mutants, args=(proc,), daemon=True).start()
         proc.wait()
@@ -177,10 +191,17 @@ def automatic_reason(changed: str) -> str | None:
 
 
 def reasons() -> dict[str, str]:
-    """mutant -> why it cannot matter, from SURVIVORS' `- name: reason` lines."""
+    """mutant (or an fnmatch pattern of them) -> why it survives, from SURVIVORS' lines
+    `- `name`: reason`."""
     if not SURVIVORS.is_file():
         return {}
     return dict(re.findall(r"^- `([^`]+)`(?: \([^)]*\))?: (.+)$", SURVIVORS.read_text(), re.M))
+
+
+def reason_of(name: str, known: dict[str, str]) -> str | None:
+    """The reason SURVIVORS gives `name`: its own line, else the first pattern matching it."""
+    return known.get(name) or next((why for pattern, why in known.items()
+                                    if "*" in pattern and fnmatch.fnmatch(name, pattern)), None)
 
 
 def report(found: dict[str, str], work: Path, out: Path) -> None:
@@ -199,7 +220,7 @@ def report(found: dict[str, str], work: Path, out: Path) -> None:
     lines = ["# Survivors of the last mutation run (bench_mutation.py)", ""]
     for name in sorted(n for n, s in found.items() if s in ("survived", "no tests")):
         changed = diff(work, name, sources)
-        why = known.get(name) or automatic_reason(changed) or "no reason given yet"
+        why = automatic_reason(changed) or reason_of(name, known) or "no reason given yet"
         lines += [f"- `{name}` ({found[name]}): {why}", "", "```diff", changed, "```", ""]
     out.write_text("\n".join(lines))
     print(f"\nsurvivors with their diffs: {out}")
@@ -225,12 +246,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--children", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--report-only", action="store_true",
                         help="read the work folder of an earlier run")
+    parser.add_argument("--rerun", nargs="+", metavar="PATTERN",
+                        help="the earlier run's survivors matching these, with today's tests")
     parser.add_argument("--resume", action="store_true",
                         help="go on with an earlier run's work folder (mutants with a result kept)")
     parser.add_argument("--out", type=Path, default=Path("mutation_survivors_found.md"))
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="deploybench-mutation-"))
-    if not args.report_only:
+    if args.rerun:
+        rerun_survivors(work, args.mutmut, args.children, args.rerun)
+    elif not args.report_only:
         if not args.resume:
             prepare(work, args.modules, args.tests, args.full)
         run(work, args.mutmut, args.children)
