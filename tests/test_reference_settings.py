@@ -216,7 +216,7 @@ def test_tensorrt_profiles_are_optimised_for_the_references_batch(model, backend
 
 
 # The documents' deploy and benchmark commands, in their excerpts (committed: a fresh clone
-# has no ../shared/seeds; test_reference_tables checks them against the documents)
+# has no ../shared/seeds; test_reference_documents checks them against the documents)
 DOCUMENTS = ROOT / "tests" / "data" / "reference_documents"
 
 

@@ -46,7 +46,8 @@ MODULES = ["triton/perf_analyzer.py", "tail.py", "steps/rate.py", "measurement/h
 TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_perf_analyzer_runs.py",
          "tests/test_tail.py", "tests/test_rate.py", "tests/test_rate_levels.py",
          "tests/test_host_load.py", "tests/test_headline.py", "tests/test_served_native.py",
-         "tests/test_compare.py", "tests/test_reference_tables.py", "tests/test_locks.py",
+         "tests/test_compare.py", "tests/test_reference_tables.py",
+         "tests/test_reference_documents.py", "tests/test_locks.py",
          "tests/test_device_claims.py",
          "tests/test_checks_fed_wrong_models.py", "tests/test_isolation.py"]
 COPIED = ("scripts/", "tests/", "config/", "results/", "triton_backend/", "report/", "rules/",
