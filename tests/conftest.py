@@ -193,15 +193,28 @@ def flag(command: list[str], name: str) -> str | None:
     return command[command.index(name) + 1] if name in command else None
 
 
+# The client's own time between a response and its next request, outside the latency: an
+# absolute cost a request (perf_analyzer's loop, the loopback), up to 0.1 ms on a busy 2-core
+# machine, and what a level's own jitter adds. The committed CPU and GPU tables at
+# concurrency up to 16 lie within it; perf_analyzer's clients at 150 or more (an H100's
+# online sweeps) spend longer, and no test measures there.
+CLIENT_MS, CLIENT_SHARE = 0.1, 0.02
+
+
 def check_littles_law(table, what: str, time_windows: bool = False) -> None:
     """Throughput = batch x concurrency / average latency, less the client's own time
-    between a response and its next request, which is outside the latency: a request of
-    1-2 ms on the 2-core CI machine loses up to ~5 % to it. Never above the law, but for
-    time windows: a request begun before a window counts in it, and on a busy host a
-    window outlasts its nominal length (tiny FastPitch, 1-s windows: 1.036 on 2026-11-24)."""
-    predicted = table["Batch"] * table["Concurrency"] / (table["avg latency (ms)"] / 1e3)
-    ratio = table["Inferences/Second"] / predicted
+    between a response and its next request (CLIENT_MS + CLIENT_SHARE of the latency at
+    most): a throughput 5 % below the law fails wherever the latency is 3.3 ms or more, one
+    15 % below it at 0.8 ms or more, and nothing is ever 15 % below it. Never above the law,
+    but for time windows: a request begun before a window counts in it, and on a busy host
+    a window outlasts its nominal length (tiny FastPitch, 1-s windows: 1.036 on
+    2026-11-24)."""
+    per_request_ms = table["Batch"] * table["Concurrency"] / table["Inferences/Second"] * 1e3
+    client_ms = per_request_ms - table["avg latency (ms)"]
+    ratio = table["avg latency (ms)"] / per_request_ms
     assert ratio.between(0.85, 1.05 if time_windows else 1.02).all(), (what, table, ratio)
+    allowed = CLIENT_MS + CLIENT_SHARE * table["avg latency (ms)"]
+    assert (client_ms <= allowed).all(), (what, table, client_ms, allowed)
 
 
 def check_measurements(run: Path, config: dict, online: bool = True,

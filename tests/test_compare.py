@@ -201,3 +201,113 @@ def test_a_history_copy_that_fails_leaves_nothing_that_looks_like_one(tmp_path):
     archive(csv)
     [copy] = layout.history_copies(csv).values()
     assert copy.read_bytes() == csv.read_bytes()
+
+
+def _side(folder: Path, throughput: float, ci95=None, stable=True, spread=float("nan"),
+          contended=False) -> baseline.Measurement:
+    """One side of a comparison: offline batch 4 at `throughput`, 10 ms average, stability
+    criterion 10 %, with its repeats' interval `ci95` and host load where given."""
+    import json
+
+    import pandas as pd
+
+    folder.mkdir(parents=True)
+    level = {"Batch": 4, "Concurrency": 1, "Shared memory": "system"}
+    pd.DataFrame([{**level, "Inferences/Second": throughput, "avg latency (ms)": 10.0,
+                   "p99 latency (ms)": 12.0, "sum of components (ms)": 10.0, "Stable": stable,
+                   "window spread (%)": spread}]).to_csv(folder / "offline.csv", index=False)
+    report = {"perf_analyzer_settings": {"stability_percentage": 10},
+              "host_load": [{**level, "contended": contended}]}
+    if ci95:
+        report["repeats"] = [{**level, "ci95": ci95}]
+    (folder / "offline.json").write_text(json.dumps(report))
+    return baseline.Measurement(folder / "offline.csv", folder / "offline.json", folder.name)
+
+
+def _verdict(tmp_path, base: dict, now: dict) -> dict:
+    from deploybench.reporting.compare import compare_scenario
+
+    found = compare_scenario("offline", _side(tmp_path / "now", **now),
+                             _side(tmp_path / "base", **base))
+    return found.table.iloc[0].to_dict()
+
+
+def test_each_sides_noise_is_its_own(tmp_path):
+    """Baseline 100 inf/s, its repeats' interval 40-160 (60 % noise); current 200 inf/s at
+    the 10 % criterion: 180-220 lies above 40-160, faster. The same sides with the noises
+    swapped (100 ± 10 %, 200 ± 60 %: 80-320) would overlap: a noise read from the wrong side
+    gives unchanged."""
+    row = _verdict(tmp_path, {"throughput": 100.0, "ci95": [40.0, 160.0]},
+                   {"throughput": 200.0})
+    assert (row["verdict"], row["noise ± % (baseline, current)"]) == ("faster", "60, 10")
+    assert row["inf/s change"] == "+100.0 %" and row["avg ms change"] == "+0.0 %"
+    row = _verdict(tmp_path / "swapped", {"throughput": 100.0},
+                   {"throughput": 200.0, "ci95": [80.0, 320.0]})
+    assert (row["verdict"], row["noise ± % (baseline, current)"]) == ("unchanged", "10, 60")
+
+
+def test_slower_beyond_both_sides_noise_and_not_within_it(tmp_path):
+    """200 -> 100 at 10 % each: 90-110 below 180-220, slower; 200 -> 175: 157.5-192.5
+    overlaps 180-220, unchanged."""
+    assert _verdict(tmp_path / "a", {"throughput": 200.0},
+                    {"throughput": 100.0})["verdict"] == "slower"
+    assert _verdict(tmp_path / "b", {"throughput": 200.0},
+                    {"throughput": 175.0})["verdict"] == "unchanged"
+
+
+def test_an_unstable_levels_noise_widens_to_its_window_spread(tmp_path):
+    """Current 200 inf/s kept unstable with windows 50 % apart: 100-300 does not lie above
+    the baseline's 90-110 (100 at 10 %), unchanged; stable (180-220) it is faster. A spread
+    below the criterion leaves 10 %; an unstable side without a recorded spread keeps its
+    noise; a contended side is named."""
+    row = _verdict(tmp_path / "a", {"throughput": 100.0},
+                   {"throughput": 200.0, "stable": False, "spread": 50.0})
+    assert (row["verdict"], row["unstable"]) == ("unchanged", "current")
+    assert row["noise ± % (baseline, current)"] == "10, 50"
+    row = _verdict(tmp_path / "b", {"throughput": 100.0, "stable": False, "spread": 45.0},
+                   {"throughput": 200.0})
+    assert (row["unstable"], row["noise ± % (baseline, current)"]) == ("baseline", "45, 10")
+    assert row["verdict"] == "faster"  # 180-220 above 55-145
+    row = _verdict(tmp_path / "c", {"throughput": 100.0},
+                   {"throughput": 200.0, "stable": False, "spread": 4.0})
+    assert (row["verdict"], row["noise ± % (baseline, current)"]) == ("faster", "10, 10")
+    row = _verdict(tmp_path / "d", {"throughput": 100.0},
+                   {"throughput": 200.0, "stable": False})
+    assert (row["verdict"], row["unstable"]) == ("faster", "current")
+    row = _verdict(tmp_path / "e", {"throughput": 100.0, "contended": True},
+                   {"throughput": 200.0})
+    assert row["contended"] == "baseline"
+
+
+def test_levels_on_one_side_only_and_a_mixed_verdict(tmp_path):
+    """Baseline batches 4 and 8, current 4 and 16: 8 removed (its baseline figures kept),
+    16 added (its current ones); batch 4 twice as fast but with twice the average latency
+    (lower is better): mixed, each change in %."""
+    import json
+
+    import pandas as pd
+
+    from deploybench.reporting.compare import compare_scenario
+
+    def side(folder, rows):
+        folder.mkdir()
+        table = pd.DataFrame([{"Batch": b, "Concurrency": 1, "Shared memory": "system",
+                               "Inferences/Second": t, "avg latency (ms)": ms,
+                               "p99 latency (ms)": ms, "sum of components (ms)": ms}
+                              for b, t, ms in rows])
+        table.to_csv(folder / "offline.csv", index=False)
+        (folder / "offline.json").write_text(json.dumps(
+            {"perf_analyzer_settings": {"stability_percentage": 10}}))
+        return baseline.Measurement(folder / "offline.csv", folder / "offline.json", "x")
+
+    found = compare_scenario("offline", side(tmp_path / "now", [(4, 200.0, 20.0),
+                                                                (16, 900.0, 17.0)]),
+                             side(tmp_path / "base", [(4, 100.0, 10.0), (8, 500.0, 16.0)]))
+    rows = found.table.set_index("Batch")
+    assert rows["verdict"].to_dict() == {4: "mixed", 8: "removed", 16: "added"}
+    assert found.counts == {"mixed": 1, "removed": 1, "added": 1}
+    assert (rows.loc[4, "inf/s change"], rows.loc[4, "avg ms change"]) == ("+100.0 %",
+                                                                           "+100.0 %")
+    assert rows.loc[8, "inf/s baseline"] == 500.0 and pd.isna(rows.loc[8, "inf/s current"])
+    assert rows.loc[16, "inf/s current"] == 900.0 and pd.isna(rows.loc[16, "inf/s baseline"])
+    assert rows.loc[16, "avg ms current"] == 17.0

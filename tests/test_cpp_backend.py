@@ -32,8 +32,7 @@ from deploybench.triton import cpp_backend, install, repository
 from deploybench.triton.client import infer_all
 from deploybench.triton.server import ServerError, TritonServer
 
-pytestmark = pytest.mark.e2e  # the real Triton server
-
+# e2e: each test that starts the real Triton server (the no-compiler install test starts none)
 GPU = pytest.mark.gpu
 
 
@@ -111,6 +110,7 @@ def grpc_infer(server, x: np.ndarray, model: str = "toy") -> list[np.ndarray]:
         return [result.as_numpy("y"), result.as_numpy("s")]
 
 
+@pytest.mark.e2e
 def test_outputs_equal_the_module_over_grpc_http_and_system_shared_memory(triton, toy):
     work, module = toy
     x = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
@@ -169,6 +169,7 @@ def _system_shm_infer(server, x):
             ((server.shm_dir or Path("/dev/shm")) / f"toy-{k}").unlink()
 
 
+@pytest.mark.e2e
 def test_the_dynamic_batchers_requests_come_back_to_their_clients(triton, toy):
     """Eight clients at once, batches of 1 to 8 samples, each its own data: every response
     holds its own client's outputs, and the server ran fewer batches than requests."""
@@ -194,6 +195,7 @@ def test_the_dynamic_batchers_requests_come_back_to_their_clients(triton, toy):
         stats.inference_count
 
 
+@pytest.mark.e2e
 def test_a_model_that_raises_or_a_wrong_dtype_gets_an_error_and_the_server_serves_on(
         triton, toy):
     work, module = toy
@@ -306,6 +308,7 @@ class Warns(torch.nn.Module):
         return torch.tanh(x[:, :3]), x.sum(dim=1, keepdim=True)
 
 
+@pytest.mark.e2e
 def test_a_warning_at_every_call_is_logged_once_then_at_powers_of_ten(triton, toy, tmp_path):
     torch.jit.script(Warns()).save(str(tmp_path / "model.pt"))
     x = np.ones((1, 4), np.float32)
@@ -318,6 +321,7 @@ def test_a_warning_at_every_call_is_logged_once_then_at_powers_of_ten(triton, to
     assert "libtorch warning (1 time)" in lines[0] and "(10 times so far)" in lines[1], lines
 
 
+@pytest.mark.e2e
 def test_a_model_that_cannot_load_is_unavailable_with_the_reason(triton, toy, tmp_path):
     work, _ = toy
     broken = tmp_path / "model.pt"
@@ -338,6 +342,7 @@ def test_a_model_that_cannot_load_is_unavailable_with_the_reason(triton, toy, tm
             pass
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("serve_with", [cpp_backend.NAME, "python"])
 def test_a_cuda_graph_keys_config_warms_every_instance_at_every_bucket_as_it_loads(
         triton, toy, tmp_path, serve_with):
@@ -403,6 +408,7 @@ def pipeline(tmp_path_factory):
     return work
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("run_dir", SERVED_NATIVELY)
 def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
         pipeline, settings, triton, run_dir):
@@ -435,6 +441,7 @@ def test_the_pipelines_models_served_natively_equal_their_in_process_runner(
 
 # ---- on a GPU -------------------------------------------------------------------------
 
+@pytest.mark.e2e
 @GPU
 @pytest.mark.parametrize("runner", ["torch", "torch-cudagraph"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])

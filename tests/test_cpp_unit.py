@@ -1,6 +1,8 @@
 """The C++ backend's unit tests (triton_backend/tests/unit_tests.cc, built by its CMake
 beside the library): Triton's data types as ATen's, gather and scatter of every data type
-over a fake of the server's API, requests of a wrong type or shape failing alone, the
+over a fake of the server's API (the batch's statistics too), ONNX Runtime's engine over an
+identity graph of each type the pipeline serves (FP32, FP16, INT32, INT64, BOOL: an INT32
+input bound as INT64 fails in seconds), requests of a wrong type or shape failing alone, the
 embedding store against a plain gather with a cache a tenth of its tables, its refresh, its
 metrics and the .npy reader's refusals, a trace's convolutions made strict FP32; and the
 python runner's strictness beside it. It starts no server: not e2e."""
@@ -38,12 +40,31 @@ def trace_allowing_tf32(path):
     return trace
 
 
+def identity_graphs(folder) -> None:
+    """identity_<TYPE>.onnx: y = x, x of [batch, 3], for each type the pipeline serves and
+    the C++ unit tests run through ONNX Runtime's engine."""
+    from onnx import TensorProto, helper, save
+
+    folder.mkdir()
+    for name in ("FP32", "FP16", "INT32", "INT64", "BOOL"):
+        kind = getattr(TensorProto, {"FP32": "FLOAT", "FP16": "FLOAT16"}.get(name, name))
+        graph = helper.make_graph(
+            [helper.make_node("Identity", ["x"], ["y"])], "identity",
+            [helper.make_tensor_value_info("x", kind, ["n", 3])],
+            [helper.make_tensor_value_info("y", kind, ["n", 3])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        save(model, folder / f"identity_{name}.onnx")
+
+
 def test_the_backends_unit_tests_pass(tmp_path):
     program = cpp_backend.unit_tests(install.cache_dir())
     torch.manual_seed(0)
     trace_allowing_tf32(tmp_path / "trace.pt")
+    identity_graphs(tmp_path / "onnx")
     result = subprocess.run([str(program)], capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, DEPLOYBENCH_TEST_TRACE=str(tmp_path / "trace.pt")))
+                            env=dict(os.environ, DEPLOYBENCH_TEST_TRACE=str(tmp_path / "trace.pt"),
+                                     DEPLOYBENCH_TEST_ONNX_DIR=str(tmp_path / "onnx")))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().splitlines()[-1] == "passed: 0 failure(s)", result.stdout
 

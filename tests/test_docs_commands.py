@@ -23,8 +23,6 @@ BIN = Path(sys.executable).parent
 # HTML report (its own e2e test builds it)
 SKIP = ("...", "<", "--report", " mine ")
 
-pytestmark = pytest.mark.e2e  # the real Snakemake plans each
-
 
 def commands() -> list[tuple[str, str]]:
     found = []
@@ -61,6 +59,7 @@ def test_the_docs_hold_commands_of_both_kinds():
 
 @pytest.mark.parametrize("line", [line for _, line in commands()],
                          ids=[name for name, _ in commands()])
+@pytest.mark.e2e
 def test_a_documented_command_runs_as_written(line):
     result = subprocess.run(planned(line), capture_output=True, text=True, cwd=ROOT,
                             timeout=300)

@@ -120,6 +120,7 @@ def test_side_by_side_steps_are_pinned_to_their_gpus_shares_of_the_cpus(host):
     assert not shares[0] & shares[1], shares
 
 
+@pytest.mark.e2e  # the real Snakemake plans it
 def test_the_local_profile_runs_one_measuring_job_a_gpu_each_with_its_cores(host, tmp_path):
     work = tmp_path / "work"
     work.mkdir()

@@ -27,7 +27,7 @@ from deploybench import serving
 from deploybench.triton import install, perf_analyzer, perf_failures
 from deploybench.triton.server import TritonServer
 
-pytestmark = pytest.mark.e2e
+# e2e: each test that starts the real server (the windows' edges and the refused batch: none)
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 PERF = {"measurement_mode": "count_windows", "measurement_interval_ms": 1000,
         "stability_percentage": 1000, "max_trials": 3, "attempts": 1}
@@ -84,6 +84,7 @@ def _tree(pid: int) -> list[psutil.Process]:
     return psutil.Process(pid).children(recursive=True)
 
 
+@pytest.mark.e2e
 def test_a_killed_step_leaves_no_server_stub_perf_analyzer_or_shared_memory(toy_repo,  # noqa: F811
                                                                           tmp_path):
     """kill -9 of a measuring step (the OOM killer's signal) used to leave tritonserver,
@@ -132,6 +133,7 @@ def _unreachable(started: dict) -> tuple[list[int], list[str]]:
     return found, [n for n in os.listdir("/dev/shm") if n == Path(started["shm_dir"]).name]
 
 
+@pytest.mark.e2e
 def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,  # noqa: F811
                                                              other_user):
     """A step that isolates itself serves on a loopback of its own and keeps its shared
@@ -169,6 +171,7 @@ def test_an_isolated_measurement_is_out_of_other_users_reach(toy_repo, tmp_path,
                                           {"p99 latency (ms)": 0.0}) == 0
 
 
+@pytest.mark.e2e
 def test_an_unprivileged_users_measurement_is_isolated_by_a_user_namespace(
         toy_repo, tmp_path, other_user):  # noqa: F811
     """A step without CAP_SYS_ADMIN (here a user other than root, every capability
@@ -208,6 +211,7 @@ def test_an_unprivileged_users_measurement_is_isolated_by_a_user_namespace(
         subprocess.run(["rm", "-rf", str(home)], check=True)
 
 
+@pytest.mark.e2e
 def test_foreign_inference_and_a_changed_log_level_flag_a_level(toy_repo, tmp_path,  # noqa: F811
                                                                 other_user):
     """On the host's loopback and /dev/shm (where namespaces are refused), the server's
@@ -292,6 +296,7 @@ def _run(requests: int) -> dict:
             "perf": {**PERF, "attempts": 3}}
 
 
+@pytest.mark.e2e
 def test_a_killed_stub_is_named_at_once_not_retried(toy_repo, tmp_path):  # noqa: F811
     """A python-backend stub killed (the OOM killer's way) used to end, after retries, as
     'no stable measurement': now its death is the message, after one attempt."""
@@ -325,6 +330,7 @@ def _killing(server, sig: signal.Signals) -> threading.Thread:
     return killer
 
 
+@pytest.mark.e2e
 def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa: F811
     """perf_analyzer killed mid-level (here SIGBUS, what a full /dev/shm gives it) is
     reported as killed, with /dev/shm's free space, not as a level that did not settle."""
@@ -340,6 +346,7 @@ def test_perf_analyzer_killed_by_a_signal_is_named(toy_repo, tmp_path):  # noqa:
         killer.join()
 
 
+@pytest.mark.e2e
 def test_a_warm_up_killed_by_a_signal_fails_its_scenario(toy_repo, tmp_path):  # noqa: F811
     """The warm-up's perf_analyzer killed by a signal used to be ignored: the levels were
     measured unwarmed, nothing said so. Now the scenario fails, naming the signal and the
@@ -387,6 +394,7 @@ FULL_SHM = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(os.getuid() != 0, reason="a /dev/shm of a step's own, filled, needs root")
 def test_a_full_dev_shm_is_named(toy_repo, tmp_path):  # noqa: F811
     """A full /dev/shm (here the step's own, made small and filled) kills perf_analyzer

@@ -151,7 +151,6 @@ def test_a_level_that_does_not_finish_in_time_counts_as_beyond_the_budget(rated,
     assert result["max_rate_within_budget"]["rate"] is None
 
 
-@pytest.mark.e2e
 def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypatch):
     """An export in perf_analyzer's layout with five windows, the first two slow (it was
     settling): only the last three windows' requests count, read alike in chunks that cut

@@ -215,9 +215,9 @@ def test_tensorrt_profiles_are_optimised_for_the_references_batch(model, backend
     assert options(settings.run(model, "a100", backend, "fp16")).opt_batch_size == opt
 
 
-DOCUMENTS = ROOT.parent / "shared" / "seeds"
-needs_documents = pytest.mark.skipif(not (DOCUMENTS / "INDEX.md").is_file(),
-                                     reason=f"reference documents not at {DOCUMENTS}")
+# The documents' deploy and benchmark commands, in their excerpts (committed: a fresh clone
+# has no ../shared/seeds; test_reference_documents checks them against the documents)
+DOCUMENTS = ROOT / "tests" / "data" / "reference_documents"
 
 
 def _differences(model: str) -> list[str]:
@@ -225,7 +225,6 @@ def _differences(model: str) -> list[str]:
         "reference"]["differences"]
 
 
-@needs_documents
 @pytest.mark.parametrize("model", ["tft", "tft-traffic", "bert", "fastpitch", "widedeep"])
 def test_where_the_pipeline_waits_and_retries_otherwise_than_the_runner_it_says_so(model):
     """The documents' deploy commands give --load-model-timeout-s (100 or 120 s) and their
@@ -246,7 +245,6 @@ def test_where_the_pipeline_waits_and_retries_otherwise_than_the_runner_it_says_
     assert "up to 10 runs" in retries[0]
 
 
-@needs_documents
 def test_wide_and_deeps_perf_input_and_the_recommenders_samples_are_said():
     """W&D's runner sends --input-data random, the pipeline its evaluation samples; DLRM's
     and DCNv2's document benchmarks 262,144 samples, the generated test split holds fewer."""

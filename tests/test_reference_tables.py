@@ -1,5 +1,6 @@
-"""The reference documents' published tables (../shared/seeds), parsed once into
-config/reference/ (kept in sync)."""
+"""The reference documents' published tables, as the reports show them beside ours: a
+document's section parsed from text, malformed tables refused by name, the committed tables
+read beside the measured ones (the documents themselves: test_reference_documents.py)."""
 
 import json
 from pathlib import Path
@@ -11,74 +12,6 @@ import pytest
 from deploybench import reference_tables
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ROOT.parent / "shared" / "seeds"
-TFT = "002_86a4b5901d69b16e.txt"
-COMMITTED = ROOT / "config" / "reference" / "tables.csv"
-
-needs_documents = pytest.mark.skipif(
-    not (DOCUMENTS / "INDEX.md").is_file(),
-    reason=f"reference documents not beside the repository ({DOCUMENTS} is absent)")
-
-
-@pytest.fixture(scope="module")
-def tft():
-    return reference_tables.parse_document(DOCUMENTS / TFT)
-
-
-@pytest.fixture(scope="module")
-def all_documents():
-    return reference_tables.parse_documents(DOCUMENTS)
-
-
-@needs_documents
-def test_tft_known_rows(tft):
-    assert set(tft["document"]) == {TFT}
-    assert set(tft["model"]) == {"TFT (electricity, traffic)"}
-    a100 = tft[(tft["gpu_key"] == "a100") & (tft["dataset"] == "electricity")]
-    assert set(a100["gpu"]) == {"NVIDIA DGX A100 (1x A100 80GB)"}
-    offline = a100[a100["scenario"] == "offline"].set_index(["backend", "batch"])
-    assert offline.loc[("NVIDIA TensorRT", 1024), "Inferences/Second"] == 54061.8
-    assert offline.loc[("PyTorch", 1024), "Inferences/Second"] == 25159.9
-    row = offline.loc[("PyTorch", 1)]
-    assert row["Inferences/Second"] == 205.0 and row["precision"] == "FP16"
-    assert row["concurrency"] == 1 and row["max_batch_size"] == 1024
-    online = a100[(a100["scenario"] == "online") & (a100["backend"] == "PyTorch")]
-    at8 = online.set_index("concurrency").loc[8]
-    assert at8["batch"] == 16 and at8["Inferences/Second"] == 8080.0
-    # 4 GPUs x 2 backends x 2 datasets x (11 offline batch sizes + 32 online concurrencies)
-    assert len(tft) == 4 * 2 * 2 * (11 + 32)
-    assert list(tft.columns[-15:]) == reference_tables.KEYS + reference_tables.METRICS
-
-
-@needs_documents
-def test_every_document_irregularities(all_documents):
-    counts = all_documents.groupby(["document", "scenario"]).size().to_dict()
-    assert counts == {
-        ("000_ed20038684edc44b.txt", "offline"): 72, ("000_ed20038684edc44b.txt", "online"): 256,
-        ("001_a05501836336c82b.txt", "offline"): 32, ("001_a05501836336c82b.txt", "online"): 128,
-        ("002_86a4b5901d69b16e.txt", "offline"): 176, ("002_86a4b5901d69b16e.txt", "online"): 512,
-        ("003_c41fefe0334b576a.txt", "offline"): 60, ("004_0e3f950e04427afa.txt", "offline"): 48,
-    }
-    by_doc = all_documents.set_index("document")
-    # 003 publishes microseconds under unit-less headers: converted to ms
-    dlrm = by_doc.loc["003_c41fefe0334b576a.txt"]
-    first = dlrm.iloc[0]
-    assert first["model_architecture"] == "DLRM" and first["batch"] == 256
-    assert first["Inferences/Second"] == 364000.0 and first["avg latency (ms)"] == 0.696
-    # 001: Client Batch Size / Concurrent client requests, scenario-wide parameters
-    fastpitch = by_doc.loc["001_a05501836336c82b.txt"]
-    online = fastpitch[fastpitch["scenario"] == "online"].iloc[0]
-    assert online["concurrency"] == 1 and online["Inferences/Second"] == 82.1
-    assert online["sequence_length"] == 128 and online["triton_preferred_batch_sizes"] == "4 8"
-    assert online["model_format"] == "TorchScript"  # the section's own value wins
-    assert set(all_documents["gpu_key"]) == {"a30", "a40", "a100", "v100", "t4"}
-
-
-@needs_documents
-def test_committed_table_is_a_fresh_parse(all_documents):
-    assert COMMITTED.read_text() == reference_tables.to_csv_text(all_documents), (
-        "stale: python -m deploybench.reference_tables ../shared/seeds "
-        "config/reference/tables.csv")
 
 
 LINEAR = ["Offline: NVIDIA T4, PyTorch with FP16, Dataset: x", reference_tables.INTRO,

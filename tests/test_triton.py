@@ -335,6 +335,7 @@ def test_another_client_can_neither_load_a_model_nor_change_the_servers_settings
     assert not marker.exists()
 
 
+@pytest.mark.e2e  # the real Triton server and perf_analyzer
 def test_a_profile_export_past_its_memory_is_dropped_and_the_level_measured_without_it(
         toy_repo, tmp_path, monkeypatch):
     """perf_analyzer's profile export holds every response in memory (a FastPitch level on

@@ -1,8 +1,10 @@
 // The backend's parts that need no server, against known answers: Triton's data types as
 // ATen's; an instance's gather and scatter of every data type it serves (requests of several
 // batch sizes, an input split over buffers, each response holding its own rows, statistics in
-// order); requests of a wrong type or shape failing alone, and one of a bad value in a batch
-// (found after the run) failing alone, its error cut to the client's; the embedding store's lookups equal
+// order, the batch's the same, none left at 0); ONNX Runtime's engine over an identity graph
+// of each type the pipeline serves; requests of a wrong type or shape failing alone, and one
+// of a bad value in a batch (found after the run) failing alone, its error cut to the
+// client's; the embedding store's lookups equal
 // to a plain gather on every row, hit and miss, with a cache smaller than the tables, its
 // refresh and counts; its metrics; the .npy reader's refusals; a trace's convolutions made
 // strict FP32; the host copier's copies split over threads, byte for byte. Run by tests/test_cpp_unit.py.
@@ -62,13 +64,14 @@ TRITONSERVER_DataType triton_of(const std::string& name) {
 }
 
 ModelSpec spec_of(const std::string& type, int64_t max_batch, const std::string& runner,
-                  const std::string& extra_parameters = "") {
+                  const std::string& extra_parameters = "",
+                  const std::string& directory = "/nowhere") {
   std::string json = R"({"name": "m", "max_batch_size": )" + std::to_string(max_batch) +
                      R"(, "input": [{"name": "x", "data_type": "TYPE_)" + type +
                      R"(", "dims": ["3"]}], "output": [{"name": "y", "data_type": "TYPE_)" +
                      type + R"(", "dims": ["3"]}], "parameters": {"runner": {"string_value": ")" +
                      runner + "\"}" + extra_parameters + "}}";
-  return ModelSpec::from_config(json, "/nowhere");
+  return ModelSpec::from_config(json, directory);
 }
 
 // Its input back, as a new tensor: what the batch held, row by row.
@@ -141,6 +144,41 @@ void test_gather_scatter(const std::string& type) {
           r.times[2] <= r.times[3]);
   }
   EXPECT(fake::batches.size() == reported + 1 && fake::batches.back().batch == 6);
+  // the batch's statistics: the same four times as each of its requests', none left at 0
+  // (perf_analyzer's compute input and infer are their differences)
+  const auto& batch = fake::batches.back();
+  EXPECT(batch.times[0] > 0 && batch.times[1] > 0);
+  for (auto& r : requests)
+    EXPECT(std::equal(r.times, r.times + 4, batch.times));
+}
+
+// ONNX Runtime's engine over an identity graph of each data type the pipeline serves (made by
+// tests/test_cpp_unit.py in DEPLOYBENCH_TEST_ONNX_DIR): every request's rows come back as
+// sent, in its type (an INT32 input bound or read back as INT64 fails here, in seconds).
+void test_onnxruntime_types() {
+  const char* dir = std::getenv("DEPLOYBENCH_TEST_ONNX_DIR");
+  if (dir == nullptr) return;
+  for (const std::string type : {"FP32", "FP16", "INT32", "INT64", "BOOL"}) {
+    ModelSpec spec = spec_of(type, 8, "onnxruntime",
+                             R"(, "artifact": {"string_value": "identity_)" + type + R"(.onnx"})",
+                             dir);
+    Instance instance(nullptr, spec, at::kCPU);
+    auto requests = requests_of(type);
+    execute(instance, requests);
+    for (auto& r : requests) {
+      EXPECT(r.response && r.response->error.empty() && r.success);
+      if (!r.response || !r.response->error.empty()) {
+        std::fprintf(stderr, "onnxruntime %s: %s\n", type.c_str(),
+                     r.response ? r.response->error.c_str() : "no response");
+        continue;
+      }
+      const auto* out = r.response->outputs.at(0);
+      std::vector<uint8_t> sent;
+      for (const auto& b : r.inputs[0].buffers) sent.insert(sent.end(), b.begin(), b.end());
+      EXPECT(out->type == triton_of(type) && out->shape == r.inputs[0].shape);
+      EXPECT(out->data == sent);
+    }
+  }
 }
 
 void test_wrong_requests_fail_alone() {
@@ -422,6 +460,7 @@ int main() {
   for (const auto& type : kTypes) test_gather_scatter(type);
   test_wrong_requests_fail_alone();
   test_a_bad_value_fails_only_its_request();
+  test_onnxruntime_types();
   test_embeddings_equal_a_plain_gather();
   test_the_cache_refreshes();
   test_embedding_metrics();

@@ -174,7 +174,7 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
     latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
     tails = tail.percentiles(latencies)
-    sent, achieved = (len(latencies) - 1) / sending, len(latencies) / seconds
+    sent, achieved = arrival_rates(latencies, sending, seconds)
     level = {**measured, "Distribution": row.distribution, OFFERED: row.rate, SENT: sent,
              ACHIEVED: achieved, THROUGHPUT: achieved * row.batch,
              **tail_row(len(latencies), seconds, tails),
@@ -185,6 +185,13 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
               "host_load": serving.interference(server, [measured], load.result),
               "telemetry": sampled.result}
     return level, report
+
+
+def arrival_rates(latencies, sending_s: float, seconds: float) -> tuple[float, float]:
+    """A level's requests/s sent (the intervals between its sends over their span) and
+    achieved (every request answered, from the first send to the last answer), from
+    tail.request_latencies."""
+    return (len(latencies) - 1) / sending_s, len(latencies) / seconds
 
 
 def keeps_budget(p99_ms: float, budget_ms: float, offered: float, sent: float,
