@@ -94,6 +94,7 @@ def test_absurd_or_missing_inputs_are_refused_naming_them(tmp_path, monkeypatch)
         _folder(tmp_path / "plain", {"a": b"1"}), tmp_path / "p.json")
 
 
+@pytest.mark.e2e  # the real Snakemake
 def test_a_missing_checkpoint_and_dataset_are_named_by_a_dry_run(tmp_path):
     """Both named at once, before any job, in a dry run as in a real one (`deploybench
     plan`): a dry run used to plan around them (naming, at most, the first one met)."""

@@ -172,6 +172,7 @@ def test_a_lock_handed_to_a_process_lives_until_that_process_ends(tmp_root, monk
         assert held.record["waited_s"] < 0.5
 
 
+@pytest.mark.e2e  # two real measuring steps
 def test_a_lock_file_swapped_by_another_user_never_lets_two_measurements_overlap(
         toy_repo, other_user):  # noqa: F811
     """Another user makes the lock file first (after a reboot, say), measurement A takes
