@@ -26,9 +26,8 @@ def deploybench(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           text=True, cwd=cwd)
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    """The model in the three formats, and its own outputs on known inputs."""
+def mine():
+    """A user's model of two inputs of different dtypes (seeded), and an example of each."""
     import torch
 
     class Mine(torch.nn.Module):
@@ -41,8 +40,16 @@ def files(tmp_path_factory):
             return self.lin(x + self.emb(ids).sum(1))
 
     torch.manual_seed(0)
-    model, folder = Mine().eval(), tmp_path_factory.mktemp("mine")
-    x, ids = torch.randn(2, 4), torch.randint(0, 10, (2, 3))
+    model = Mine().eval()
+    return model, torch.randn(2, 4), torch.randint(0, 10, (2, 3))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The model in the three formats, and its own outputs on known inputs."""
+    import torch
+
+    (model, x, ids), folder = mine(), tmp_path_factory.mktemp("mine")
     torch.onnx.export(model, (x, ids), str(folder / "mine.onnx"), input_names=["x", "ids"],
                       output_names=["y"], dynamo=False,
                       dynamic_axes={"x": {0: "b"}, "ids": {0: "b"}, "y": {0: "b"}})

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from google.protobuf import text_format
+from test_add_model import mine
 from tritonclient.grpc import model_config_pb2 as mc
 
 from deploybench.models import artifact
@@ -61,19 +62,7 @@ def files(tmp_path_factory) -> Path:
     it (repo/mine), and an ONNX file of other inputs."""
     import torch
 
-    class Mine(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = torch.nn.Embedding(10, 4)
-            self.lin = torch.nn.Linear(4, 2)
-
-        def forward(self, x, ids):
-            return self.lin(x + self.emb(ids).sum(1))
-
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("repository")
-    x, ids = torch.randn(2, 4), torch.randint(0, 10, (2, 3))
-    model = Mine().eval()
+    (model, x, ids), folder = mine(), tmp_path_factory.mktemp("repository")
     for name, names in (("mine.onnx", ["x", "ids"]), ("other.onnx", ["a", "b"])):
         torch.onnx.export(model, (x, ids), str(folder / name), input_names=names,
                           output_names=["y"], dynamic_axes={n: {0: "b"} for n in

@@ -41,6 +41,7 @@ from pathlib import Path
 import psutil
 import tritonclient.http as httpclient
 
+from ..atomic import alive
 from ..measurement.isolation import SHM
 from .install import Install
 from .watchdog import Watchdog
@@ -113,7 +114,7 @@ def remove_stale_shared_memory() -> list[str]:
     removed = []
     for path in SHM_DIR.glob("deploybench-*") if SHM_DIR.is_dir() else []:
         match = _SHM_FOLDER.match(path.name)
-        if not match or _alive(int(match.group(1))):
+        if not match or alive(int(match.group(1))):
             continue
         try:
             st = path.lstat()
@@ -128,15 +129,6 @@ def remove_stale_shared_memory() -> list[str]:
             pass
     return removed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _exit_reason(code: int) -> str:
