@@ -89,3 +89,19 @@ def test_a_slow_request_first_counts_as_any_other_and_100_requests_bound_no_p99(
     assert found["p99"]["ci95"] == [1.0, None] and found["p50"]["ci95"] == [1.0, 1.0]
     assert tail.order_ranks(100, 0.5) == (39, 60)
     assert tail.interval_text(1.0, None) == "1-∞" and tail.interval_text(None, 2.5) == "0-2.5"
+
+
+def test_every_percentile_of_a_hundred_distinct_requests_and_of_five():
+    """1, 2, ..., 100 ms: each value interpolated between ranks (p99 at 0-based 98.01: 99.01),
+    each end the request at its binomial rank (p50: l = 39, u = 60, so 40 and 61 ms; p99: B <=
+    96 has 0.018, B <= 97 0.079, so 97 ms, and no upper end under 368 requests). Five
+    requests bound no end of p50: none are below or above it with 1/32 > 0.025."""
+    found = tail.percentiles(np.arange(1.0, 101.0))
+    assert found == {"p50": {"value": 50.5, "ci95": [40.0, 61.0]},
+                     "p90": {"value": 90.1, "ci95": [84.0, 96.0]},
+                     "p95": {"value": 95.05, "ci95": [90.0, 100.0]},
+                     "p99": {"value": 99.01, "ci95": [97.0, None]},
+                     "p99.9": {"value": 99.901, "ci95": [99.0, None]}}
+    five = tail.percentiles(np.array([5.0, 1.0, 4.0, 2.0, 3.0]))
+    assert five["p50"] == {"value": 3.0, "ci95": [None, None]}
+    assert tail.interval_text(*five["p50"]["ci95"]) == "0-∞"
