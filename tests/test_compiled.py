@@ -191,13 +191,18 @@ def test_served_variants_benchmark_applies_each_variant(built, tmp_path):
     server's compute time inside the request's latency, and throughput = batch / latency."""
     out = tmp_path / "out"
     table_csv = tmp_path / "variants.csv"
+    checkout = sorted(ROOT.glob("results/packages/*"))
     subprocess.run(
         [sys.executable, str(ROOT / "scripts/benchmarks/bench_served_variants.py"),
          "tft-tiny", "cpu", "aoti", "fp32", "--configfile", str(ROOT / "tests/config/tiny.yaml"),
          "--directory", str(built), "--batches", "1", "4", "--csv", str(table_csv),
          "--variant", "instances=2",
          "--variant", "backend=python,server:python_shm_default_byte_size=4194304"],
-        check=True, capture_output=True, text=True, env={**os.environ, "OUT": str(out)})
+        check=True, capture_output=True, text=True, env={**os.environ, "OUT": str(out)},
+        cwd=ROOT)
+    # its provenance's package list in the pipeline's directory, nothing in the checkout
+    assert sorted(ROOT.glob("results/packages/*")) == checkout
+    assert list(built.glob("results/packages/*.txt"))
     table = pd.read_csv(table_csv)
     python = "backend=python,server:python_shm_default_byte_size=4194304"
     assert set(zip(table["variant"], table["batch"], table["served by"])) == {

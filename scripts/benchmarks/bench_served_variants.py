@@ -136,10 +136,13 @@ def main() -> None:
     args = parser.parse_args()
     key = (args.model, args.gpu, args.backend, args.precision)
     spec = run_spec(args.configfile, key)
-    folder = args.directory / layout.fill(layout.CONFIGURATION, **spec["key"])
+    csv = args.csv.resolve() if args.csv else None
+    # in the pipeline's working directory, as its steps: what a measurement writes by the
+    # layout's relative paths (the provenance's package list) lands there, not here
+    os.chdir(args.directory)
+    folder = Path(layout.fill(layout.CONFIGURATION, **spec["key"]))
     repository = folder / "model_repository"
-    perf_data = args.directory / layout.fill(layout.source("perf_data.json"),
-                                             model=spec["key"]["model"])
+    perf_data = Path(layout.fill(layout.source("perf_data.json"), model=spec["key"]["model"]))
     for needed in (repository, perf_data):
         if not needed.exists():
             raise SystemExit(f"{needed} not found: build it first (see this script's "
@@ -161,8 +164,8 @@ def main() -> None:
         for _, row in table.iterrows()]
     print(" ".join(key))
     print(table.round(3).to_string(index=False))
-    if args.csv:
-        table.round(4).to_csv(args.csv, index=False)
+    if csv:
+        table.round(4).to_csv(csv, index=False)
 
 
 if __name__ == "__main__":
