@@ -60,7 +60,7 @@ def test_no_report_function_is_over_40_lines():
     ("tables.py", "from deploybench import layout"),  # sideways, the same layer
     ("measurement/nvml.py", "from deploybench.measurement import telemetry"),  # up, inside
     ("served/__init__.py", "from deploybench import tables"),  # served code, the pipeline's
-    ("steps/rate.py", "from deploybench.steps import search"),  # a step importing a step
+    ("steps/performance.py", "from deploybench.steps import search"),  # a step importing a step
     ("reporting/markdown.py", "from deploybench.steps import report"),  # a report, a step
     ("reporting/plots.py", "from deploybench.triton import perf_analyzer"),  # below, forbidden
 ])

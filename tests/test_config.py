@@ -130,7 +130,7 @@ def test_the_pytorch_path_never_imports_tensorflow():
         "import deploybench.steps.convert, deploybench.steps.export\n"
         "import deploybench.steps.model_repository, deploybench.steps.native\n"
         "import deploybench.steps.performance, deploybench.steps.report\n"
-        "import deploybench.steps.rate, deploybench.steps.search\n"
+        "import deploybench.sweeps.open_loop, deploybench.steps.search\n"
         "import deploybench.steps.source, deploybench.artifacts, deploybench.serving\n"
         "from deploybench import plugins\n"
         "for name in ('tft', 'bert', 'fastpitch'):\n"

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The measurement core: perf_analyzer's output read, the tail, the rate scenario, host load,
 # served/native, the regression report's noise, the published tables' units, locks and
 # GPU claims, repeats, the conversion check
-MODULES = ["triton/perf_analyzer.py", "tail.py", "steps/rate.py", "measurement/host_load.py",
+MODULES = ["triton/perf_analyzer.py", "tail.py", "sweeps/open_loop.py", "measurement/host_load.py",
            "reporting/served_native.py", "reporting/compare.py", "reference_tables.py",
            "measurement/locks.py", "measurement/device.py", "measurement/repeats.py",
            "steps/conversion_check.py", "steps/accuracy.py"]

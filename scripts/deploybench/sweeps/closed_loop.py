@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import artifacts, serving, tail
-from .backends import export_precision
-from .measurement import provenance, telemetry
-from .measurement.host_load import HostLoad
-from .measurement.progress import Progress
-from .measurement.repeats import median_run, spread
-from .run_facts import WARM_UP_WINDOWS, online_refusal
-from .tables import (
+from .. import artifacts, serving, tail
+from ..backends import export_precision
+from ..measurement import provenance, telemetry
+from ..measurement.host_load import HostLoad
+from ..measurement.progress import Progress
+from ..measurement.repeats import median_run, spread
+from ..run_facts import WARM_UP_WINDOWS, online_refusal
+from ..tables import (
     SERVED_BY,
     SHARED_MEMORY,
     TAIL_COLUMNS,
@@ -34,10 +34,10 @@ from .tables import (
     require_accurate,
     tail_row,
 )
-from .triton import config as triton_config
-from .triton import cpp_backend, install, perf_analyzer
-from .triton import repository as triton_repository
-from .triton.client import send_all
+from ..triton import config as triton_config
+from ..triton import cpp_backend, install, perf_analyzer
+from ..triton import repository as triton_repository
+from ..triton.client import send_all
 
 
 def offline(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
