@@ -106,7 +106,7 @@ def served(monkeypatch):
 
     @contextlib.contextmanager
     def fake_served(spec, config_pbtxt, log):
-        yield SimpleNamespace(grpc_url="", pids=[], version="",
+        yield SimpleNamespace(grpc_url="", pids=[], version="", metrics=lambda: "",
                               served_name=lambda n: n), {"device": "cpu"}
 
     @contextlib.contextmanager
@@ -115,9 +115,9 @@ def served(monkeypatch):
 
     metric = SimpleNamespace(evaluate=lambda hp, outputs, targets: {
         "mean_y1": float(np.mean(outputs[0]))})
-    for name, value in [("served", fake_served), ("cache_report", lambda s: {}),
-                        ("archive", lambda *a: None)]:
-        monkeypatch.setattr(accuracy_step.serving, name, value)
+    monkeypatch.setattr(accuracy_step.serving, "served", fake_served)
+    monkeypatch.setattr(accuracy_step.artifacts, "cache_report", lambda metrics: {})
+    monkeypatch.setattr(accuracy_step.record, "archive", lambda *a: None)
     monkeypatch.setattr(accuracy_step, "Telemetry", quiet)
     monkeypatch.setattr(accuracy_step.plugins, "load", lambda name: metric)
     monkeypatch.setattr(accuracy_step.source_model, "refusal", lambda m: None)

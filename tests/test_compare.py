@@ -184,7 +184,7 @@ def test_a_history_copy_that_fails_leaves_nothing_that_looks_like_one(tmp_path):
     import resource
     import signal
 
-    from deploybench.serving import archive
+    from deploybench.sweeps.record import archive
 
     csv = tmp_path / "offline.csv"
     csv.write_text("Batch,Inferences/Second\n" + "1,100.0\n" * 2000)  # 16 kB

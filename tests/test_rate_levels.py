@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from deploybench.sweeps import level as sweep_level
 from deploybench.sweeps import open_loop
 from deploybench.tables import ACHIEVED, EVERY, OFFERED, P99_CI, SENT, THROUGHPUT, WITHIN
 from deploybench.triton import perf_analyzer
@@ -59,10 +60,10 @@ def stand_in(monkeypatch):
     def quiet(*args, **kwargs):
         yield SimpleNamespace(result={"contended": False})
 
-    monkeypatch.setattr(open_loop.telemetry, "Telemetry", quiet)
-    monkeypatch.setattr(open_loop, "HostLoad", quiet)
-    monkeypatch.setattr(open_loop.serving, "executions_by_batch", lambda s, m: {2: 10})
-    monkeypatch.setattr(open_loop.serving, "formed_since", lambda s, m, before: {2: 6})
+    monkeypatch.setattr(sweep_level.telemetry, "Telemetry", quiet)
+    monkeypatch.setattr(sweep_level, "HostLoad", quiet)
+    monkeypatch.setattr(sweep_level, "executions_by_batch", lambda s, m: {2: 10})
+    monkeypatch.setattr(sweep_level, "formed_since", lambda s, m, before: {2: 6})
     drained = []
     monkeypatch.setattr(open_loop, "_drain", lambda server, model: drained.append(model))
     return SimpleNamespace(pids=[], settings_changed=lambda: {}, drained=drained)
@@ -154,7 +155,7 @@ def test_a_levels_report_and_what_it_asked_of_the_server(tmp_path, stand_in, mon
     row = Row(2, 0, "none", "m", rate=5.0, distribution="poisson")
     measured = perf_analyzer.parse_csv((DATA / "rate_200.csv").read_text(), row)
     asked = []
-    monkeypatch.setattr(open_loop.serving, "formed_since", lambda s, m, before: asked.append(
+    monkeypatch.setattr(sweep_level, "formed_since", lambda s, m, before: asked.append(
         (s, m, before)) or {2: 6})
 
     def measure(spec, scenario, server, row, data, work, log, export, timeout_s):
