@@ -5,20 +5,21 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from deploybench import baseline, built, input_digest, layout
+from deploybench.records import baseline, built, layout
+from deploybench.settings import input_digest
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble, served_as_is
 from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
-from deploybench.config import Settings
-from deploybench.step_specs import step_spec
-from deploybench.run_facts import online_refusal, serves_online
-from deploybench.scenarios import (
+from deploybench.settings.config import Settings
+from deploybench.settings.step_specs import step_spec
+from deploybench.settings.run_facts import online_refusal, serves_online
+from deploybench.settings.scenarios import (
     rate_refusal,
     serves_rate,
     step_refusal,
 )
 from deploybench.measurement.device import DEVICE_STEPS, may_run_on_device
-from deploybench.files import digest
+from deploybench.records.files import digest
 from deploybench.plugins import sources as plugin_sources
 from deploybench.reporting.ship import budget_of
 from deploybench.served import bundled_code
@@ -168,7 +169,7 @@ def data_dir(w):
 
 
 # The user's checkpoint and dataset as inputs of the rules that read them: a stamp of their
-# content each (deploybench.input_digest), rewritten while the DAG is built only when the
+# content each (deploybench.settings.input_digest), rewritten while the DAG is built only when the
 # content changed, so that a replaced file re-runs what read it whatever its mtime (tar x,
 # cp -p, rsync -a set it back), and a touch re-runs nothing.
 USER_INPUTS = {"checkpoint": ("weights", "checkpoint"), "data": ("data", "path")}
@@ -399,7 +400,7 @@ def built_only(paths):
 
 
 def run_summary(failed=False):
-    """The lines a run ends with (deploybench.built): the reports of its targets (the
+    """The lines a run ends with (deploybench.records.built): the reports of its targets (the
     default target's, `references`', or the files named), and the HTML report's command with
     the run's configuration files and targets."""
     named = sorted(workflow.dag_settings.targets)

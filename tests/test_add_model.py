@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from deploybench.config import settings_of
 from deploybench.models import artifact
+from deploybench.settings.config import settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from deploybench import source_model
+from deploybench.records.tables import require_accurate, require_passed
+from deploybench.source import model as source_model
 from deploybench.steps import accuracy as accuracy_step
 from deploybench.steps.conversion_check import conversion_check
-from deploybench.tables import require_accurate, require_passed
 
 RNG = np.random.default_rng(3)
 W = [RNG.uniform(-0.5, 0.5, (4, 3)).astype(np.float32) for _ in range(2)]

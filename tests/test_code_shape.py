@@ -56,10 +56,10 @@ def test_no_report_function_is_over_40_lines():
 
 
 @pytest.mark.parametrize("module, planted", [
-    ("tail.py", "from deploybench.measurement import telemetry"),  # up, inside a former layer
-    ("tables.py", "from deploybench import layout"),  # sideways, the same layer
+    ("records/tail.py", "from deploybench.measurement import telemetry"),  # up, a layer
+    ("records/tables.py", "from deploybench.records import layout"),  # sideways, a layer
     ("measurement/nvml.py", "from deploybench.measurement import telemetry"),  # up, inside
-    ("served/__init__.py", "from deploybench import tables"),  # served code, the pipeline's
+    ("served/__init__.py", "from deploybench.records import tables"),  # served code, the pipeline's
     ("steps/performance.py", "from deploybench.steps import search"),  # a step importing a step
     ("reporting/markdown.py", "from deploybench.steps import report"),  # a report, a step
     ("reporting/plots.py", "from deploybench.triton import perf_analyzer"),  # below, forbidden

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from conftest import main_config
-from deploybench import baseline, layout
-from deploybench.config import ConfigError, check_main
+from deploybench.records import baseline, layout
 from deploybench.reporting.compare import changed, differences, noise
+from deploybench.settings.config import ConfigError, check_main
 
 
 def test_a_change_counts_only_where_the_two_ranges_do_not_overlap():

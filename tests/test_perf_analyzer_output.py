@@ -17,8 +17,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from deploybench import tail
-from deploybench.tables import COMPONENT_SUM, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD
+from deploybench.records import tail
+from deploybench.records.tables import (
+    COMPONENT_SUM,
+    SHARED_MEMORY,
+    STABLE,
+    THROUGHPUT,
+    WINDOW_SPREAD,
+)
 from deploybench.triton import perf_analyzer
 from deploybench.triton.perf_analyzer import FOREIGN, REQUESTS, Row
 

@@ -29,9 +29,9 @@ from conftest import (
     tiny_models,
 )
 from deploybench.measurement import host_load, provenance
+from deploybench.records.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
+from deploybench.records.tables import PERF_COLUMNS as COLUMNS
 from deploybench.reporting.served_native import served_vs_native, served_vs_native_table
-from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
-from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY, copy_build, snakemake
+from deploybench.records.tables import TAIL_REQUESTS
 from deploybench.reporting.rate import max_rate_sentence
 from deploybench.sweeps import open_loop
-from deploybench.tables import TAIL_REQUESTS
 from deploybench.triton import config as triton_config
 
 RUN = "results/tft-tiny/cpu/onnx_fp32"
@@ -155,7 +155,7 @@ def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypa
     """An export in perf_analyzer's layout with five windows, the first two slow (it was
     settling): only the last three windows' requests count, read alike in chunks that cut
     the numbers anywhere; each percentile lies within its interval."""
-    from deploybench import tail
+    from deploybench.records import tail
 
     ms = 1_000_000
     bounds = [i * 1000 * ms for i in range(6)]

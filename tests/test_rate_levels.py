@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from deploybench.records.tables import ACHIEVED, EVERY, OFFERED, P99_CI, SENT, THROUGHPUT, WITHIN
 from deploybench.sweeps import level as sweep_level
 from deploybench.sweeps import open_loop
-from deploybench.tables import ACHIEVED, EVERY, OFFERED, P99_CI, SENT, THROUGHPUT, WITHIN
 from deploybench.triton import perf_analyzer
 from deploybench.triton.perf_analyzer import Row
 

@@ -1,9 +1,9 @@
-"""Every request's tail (deploybench.tail): the 95 % bootstrap intervals cover the true
+"""Every request's tail (deploybench.records.tail): the 95 % bootstrap intervals cover the true
 percentile of a known distribution about 95 % of the time."""
 
 import numpy as np
 
-from deploybench import tail
+from deploybench.records import tail
 
 # Exponential latencies of mean 1 ms: the q-quantile is -ln(1 - q), p50 ln 2, p90 ln 10.
 TRUE_MS = {"p50": np.log(2), "p90": np.log(10)}

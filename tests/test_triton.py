@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from deploybench.measurement import locks
-from deploybench.tables import THROUGHPUT
+from deploybench.records.tables import THROUGHPUT
 from deploybench.triton import config as triton_config
 from deploybench.triton import install, repository
 from deploybench.triton.client import infer_all
@@ -150,8 +150,8 @@ def test_online_windows_hold_min_requests_and_are_lengthened_to_min_duration(mod
     """Count windows are raised to a third of perf.min_requests online (not offline); a
     level whose kept windows fell short of min_requests or min_duration_s is measured
     again with windows long enough for both at the rate it measured."""
+    from deploybench.records.tail import KEPT_WINDOWS
     from deploybench.sweeps.closed_loop import _lengthened
-    from deploybench.tail import KEPT_WINDOWS
     from deploybench.triton import perf_analyzer
 
     scenario = {"measurement_request_count": 10}

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from deploybench import layout
-from deploybench.config import Settings, deep_merge
+from deploybench.records import layout
+from deploybench.settings.config import Settings, deep_merge
 
 ROOT = Path(__file__).resolve().parents[2]
 

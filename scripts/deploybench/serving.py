@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
-from . import artifacts, deployments
+from . import artifacts
 from .measurement import device, isolation, locks, provenance
+from .settings import deployments
 from .tensors import numpy_dtype
 from .triton import config as triton_config
 from .triton import install, perf_failures

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic, deployments, runners
+from . import runners
 from .backends import EXPORT_PRECISION, export_precision
-from .files import copy_artifact
+from .records import atomic
+from .records.files import copy_artifact
+from .settings import deployments
 from .triton import repository as triton_repository
 
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from ..backends import BACKENDS, is_ensemble
-from ..deployments import gpu_count
+from ..settings.deployments import gpu_count
 from . import locks
 
 

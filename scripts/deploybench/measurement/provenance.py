@@ -15,7 +15,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from .. import atomic, layout
+from ..records import atomic, layout
 from .device import measured_device, query_gpus
 
 PROJECT = Path(__file__).resolve().parents[3]

@@ -1,5 +1,5 @@
 """Regression reports: a configuration's current measurements against a baseline
-(deploybench.baseline), level by level, a change counted only beyond the measured noise,
+(deploybench.records.baseline), level by level, a change counted only beyond the measured noise,
 with what differs in what they ran on; and one report per model summarising them.
 
 Noise, per side and level: the larger of the stability criterion the runs used
@@ -16,10 +16,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import baseline, layout
 from ..measurement import host_load
 from ..measurement.host_load import CONTENDED_SHARE
-from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
+from ..records import baseline, layout
+from ..records.tables import (
+    DEVICE_THROUGHPUT,
+    SHARED_MEMORY,
+    STABLE,
+    THROUGHPUT,
+    WINDOW_SPREAD,
+    read_perf,
+)
 from .markdown import PERF_ANALYZER_STABILITY, markdown_table
 
 LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..deployments import gpu_count
 from ..measurement import host_load, provenance
-from ..tables import GATED_KINDS, SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
+from ..records.tables import GATED_KINDS, SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
+from ..settings.deployments import gpu_count
 from .scenario_sources import measured_apart
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
 

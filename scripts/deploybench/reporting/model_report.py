@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import layout
 from .. import search as configuration_search
 from ..backends import export_precision
 from ..cluster import CPU_KEY
 from ..measurement import provenance
-from ..tables import (
+from ..records import layout
+from ..records.tables import (
     SHARED_MEMORY,
     THROUGHPUT,
     lead_mode,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import layout
 from ..backends import export_precision
-from ..tables import reference_rows
+from ..records import layout
+from ..records.tables import reference_rows
 from .markdown import shared_memory, warm_up, windows
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..tables import LATENCY_COLUMNS, OFFERED
+from ..records.tables import LATENCY_COLUMNS, OFFERED
 from .markdown import batches_formed, markdown_table
 
 # The configuration report's rate section (one paragraph a line)

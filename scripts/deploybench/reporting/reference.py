@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import layout
 from ..backends import export_precision
 from ..cluster import CPU_KEY
-from ..tables import (
+from ..records import layout
+from ..records.tables import (
     COMPONENT_SUM,
     REFERENCE_SERIES,
     SERVED_BY,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..measurement import host_load, provenance
-from ..tables import (
+from ..records.tables import (
     DEVICE_THROUGHPUT,
     SERVED_BY,
     SHARED_MEMORY,

@@ -14,9 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import QUANTIZED
-from ..deployments import gpu_count
 from ..measurement import host_load
-from ..tables import (
+from ..records.tables import (
     ENERGY_PER_INFERENCE,
     GATED_KINDS,
     GPU_UTIL_MEAN,
@@ -25,6 +24,7 @@ from ..tables import (
     accuracy_failures,
     read_perf,
 )
+from ..settings.deployments import gpu_count
 from .headline import configuration_headline, ratio_text, served_by
 from .markdown import markdown_table
 from .served_native import report_of

@@ -8,12 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, deployments, plugins, serving, source_model
+from .. import artifacts, plugins, serving
 from ..measurement import device, provenance
 from ..measurement.telemetry import Telemetry
+from ..records import atomic
+from ..records.tables import ACCURACY_COLUMNS
 from ..runners.quantization import CALIBRATION, SCHEMES
+from ..settings import deployments
+from ..source import model as source_model
 from ..sweeps import record
-from ..tables import ACCURACY_COLUMNS
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.client import infer_all

@@ -18,11 +18,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, source_model
+from .. import artifacts
 from ..measurement import device, provenance, telemetry
 from ..measurement.host_load import HostLoad
+from ..records import atomic
+from ..records.tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
+from ..source import model as source_model
 from ..sweeps import record
-from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 
 
 def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path) -> None:

@@ -19,12 +19,12 @@ from pathlib import Path
 import pandas as pd
 from tritonclient.utils import InferenceServerException
 
-from .. import atomic
 from .. import search as configuration_search
+from ..records import atomic
+from ..records.tables import STABLE, THROUGHPUT, read_perf
 from ..reporting.plots import frontier_plot
 from ..reporting.search_report import search_page
 from ..sweeps import closed_loop
-from ..tables import STABLE, THROUGHPUT, read_perf
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.perf_analyzer import PerfError

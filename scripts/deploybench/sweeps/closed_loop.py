@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import artifacts, serving, tail
+from .. import artifacts, serving
 from ..backends import export_precision
 from ..measurement import telemetry
 from ..measurement.progress import Progress
 from ..measurement.repeats import median_run, spread
-from ..run_facts import WARM_UP_WINDOWS, online_refusal
-from ..tables import (
+from ..records import tail
+from ..records.tables import (
     SERVED_BY,
     SHARED_MEMORY,
     TAIL_COLUMNS,
@@ -35,6 +35,7 @@ from ..tables import (
     require_accurate,
     tail_row,
 )
+from ..settings.run_facts import WARM_UP_WINDOWS, online_refusal
 from ..triton import config as triton_config
 from ..triton import cpp_backend, install, perf_analyzer
 from ..triton import repository as triton_repository
@@ -190,7 +191,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
             if repeats > 1:
                 noise.append({**key, **spread([r[THROUGHPUT] for r in runs],
                                                spec["perf"]["stability_percentage"])})
-            # the deployment where a configuration has several (deploybench.deployments)
+            # the deployment where a configuration has several (deploybench.settings.deployments)
             deployment = f", model {row.model}" if row.model != spec["key"]["model"] else ""
             levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
                         f"{row.shared_memory} shared memory{deployment}")
@@ -245,7 +246,7 @@ LENGTHENINGS = 3  # runs of a level with longer windows, at most, for perf.min_*
 
 def _tail(spec: dict, server, row, data_json: Path, work: Path, log, export: Path,
           runs: list) -> dict:
-    """An online level's every-request tail (deploybench.tail). Where its kept windows held
+    """An online level's every-request tail (deploybench.records.tail). Where its kept windows held
     fewer than perf.min_requests requests or spanned less than perf.min_duration_s, the
     level is measured again with longer windows (up to LENGTHENINGS times), and that run
     replaces it in `runs`: the row and its tail are one run's."""

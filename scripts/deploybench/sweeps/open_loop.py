@@ -1,6 +1,6 @@
 """The open loop, the rate scenario (MLPerf's Server): requests arriving at set rates, Poisson
 or constant, on the online deployment (dynamic batching), a level at a time (sweeps.level);
-each level's tail from every request (deploybench.tail) and the batches Triton's dynamic
+each level's tail from every request (deploybench.records.tail) and the batches Triton's dynamic
 batcher formed; then the highest rate whose p99 stays within the budget, bisected between
 the measured rates that bracket it.
 
@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import deployments, serving, tail
+from .. import serving
 from ..measurement.progress import Progress
-from ..reporting.rate import max_rate_sentence
-from ..scenarios import rate_refusal
-from ..tables import (
+from ..records import tail
+from ..records.tables import (
     ACHIEVED,
     EVERY,
     OFFERED,
@@ -37,6 +36,9 @@ from ..tables import (
     require_accurate,
     tail_row,
 )
+from ..reporting.rate import max_rate_sentence
+from ..settings import deployments
+from ..settings.scenarios import rate_refusal
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
 from ..triton.client import executions_by_batch

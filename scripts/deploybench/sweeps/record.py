@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, layout
 from ..measurement import device
+from ..records import atomic, layout
 
 
 def archive(*paths: Path) -> None:

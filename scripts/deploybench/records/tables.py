@@ -51,7 +51,7 @@ STABLE = "Stable"
 WINDOW_SPREAD = "window spread (%)"
 PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS, SHARED_MEMORY,
                 COMPONENT_SUM, SERVED_BY, STABLE, WINDOW_SPREAD]
-# Every request's tail (deploybench.tail) beside a row of online.csv and rate.csv: the
+# Every request's tail (deploybench.records.tail) beside a row of online.csv and rate.csv: the
 # requests of the windows perf_analyzer kept, the time they spanned, their percentiles
 TAIL_REQUESTS, TAIL_SECONDS = "Requests", "Measured (s)"
 EVERY = {f"p{q:g}": f"p{q:g} every request (ms)" for q in PERCENTILES}

@@ -4,8 +4,8 @@ tolerance for a quantized one (config.Settings.check_key asks)."""
 
 from __future__ import annotations
 
-from .backends import BACKENDS, QUANTIZED, carriers
-from .runners.quantization import SCHEMES
+from ..backends import BACKENDS, QUANTIZED, carriers
+from ..runners.quantization import SCHEMES
 
 
 def format_refusal(backend: str, precision: str) -> str | None:

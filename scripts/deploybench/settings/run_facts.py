@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 
-from .backends import is_ensemble
-from .tail import KEPT_WINDOWS
+from ..backends import is_ensemble
+from ..records.tail import KEPT_WINDOWS
 
 # The warm-up's levels where a scenario names none: its largest batch at its highest
 # concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).

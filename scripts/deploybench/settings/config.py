@@ -17,8 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from . import baseline, deployments, input_digest, layout, precisions
-from .backends import (
+from ..backends import (
     BACKENDS,
     EXPORT_ARTIFACTS,
     EXPORT_PRECISION,
@@ -26,13 +25,15 @@ from .backends import (
     FP16_EXPORTS,
     PRECISIONS,
 )
+from ..models import memory
+from ..records import baseline, layout
+from . import deployments, input_digest, precisions
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
-from .models import memory
 from .run_facts import protocol, scenario_modes, shared_memory_modes, window
 from .step_specs import OFFLINE_ENSEMBLE, STORE_SETTINGS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_DIR = ROOT / "config" / "schema"
 
 
@@ -213,7 +214,7 @@ class Settings:
         document's tables (its first pair's run): each scenario's perf_analyzer settings as
         a measurement records them, the Triton settings and, by configuration, the precision
         its export is written in (reporting.protocol holds measurements to it)."""
-        from .tables import published_gpus, reference_rows  # pandas: not when planning
+        from ..records.tables import published_gpus, reference_rows  # pandas: not when planning
 
         rows = reference_rows(Path(ref["path"]), ref["document"], ref.get("where", {}))
         gpu = sorted({g for gpus in published_gpus(rows).values() for g in gpus})[0]
@@ -355,7 +356,7 @@ class Settings:
             if not reference:
                 continue
             pairs = reference.get("pairs", {})
-            from .tables import published_gpus, reference_rows  # pandas: not when planning
+            from ..records.tables import published_gpus, reference_rows  # pandas: not when planning
 
             rows = reference_rows(Path(reference["path"]), reference["document"],
                                   reference.get("where", {}))
