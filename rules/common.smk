@@ -9,7 +9,7 @@ from deploybench.records import baseline, built, layout
 from deploybench.settings import input_digest
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble, served_as_is
-from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
+from deploybench.settings.cluster import DEVICE_GROUP, RESOURCES, job_resources
 from deploybench.settings.config import Settings
 from deploybench.settings.step_specs import step_spec
 from deploybench.settings.run_facts import online_refusal, serves_online
@@ -18,7 +18,7 @@ from deploybench.settings.scenarios import (
     serves_rate,
     step_refusal,
 )
-from deploybench.measurement.device import DEVICE_STEPS, may_run_on_device
+from deploybench.settings.run_facts import DEVICE_STEPS, may_run_on_device
 from deploybench.records.files import digest
 from deploybench.plugins import sources as plugin_sources
 from deploybench.reporting.ship import budget_of
@@ -50,7 +50,7 @@ def measuring_threads(wildcards):
     """A measuring job's threads: locally every core (a GPU key's job: its share of them,
     one share a bench_slot), so that no export or conversion runs beside it and skews its
     numbers; where an executor places jobs, the device steps'
-    cpus_per_task (deploybench.cluster), which the Kubernetes plugin sizes a pod's CPU from;
+    cpus_per_task (deploybench.settings.cluster), which the Kubernetes plugin sizes a pod's CPU from;
     1 in a job's own run without a core count. Per job: the executor is known only then."""
     if not workflow.local_exec:
         return config["cluster"]["resources"]["device"]["cpus_per_task"]
@@ -100,7 +100,7 @@ def _job_resources(step, wildcards):
 
 
 def cluster_resources(step):
-    """resources: of a rule's jobs on a cluster (deploybench.cluster): GPU, partition,
+    """resources: of a rule's jobs on a cluster (deploybench.settings.cluster): GPU, partition,
     memory, runtime from the GPU registry and the config's `cluster` section. As values
     where they cannot differ between jobs (planning evaluates a function per job): all of
     them for a step never on the device, the sizes for one always on it."""

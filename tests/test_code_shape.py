@@ -63,11 +63,13 @@ def test_no_report_function_is_over_40_lines():
     ("steps/performance.py", "from deploybench.steps import search"),  # a step importing a step
     ("reporting/markdown.py", "from deploybench.steps import report"),  # a report, a step
     ("reporting/plots.py", "from deploybench.triton import perf_analyzer"),  # below, forbidden
+    ("reporting/headline.py", "from deploybench.measurement import telemetry"),  # machinery
 ])
 def test_the_import_contract_fails_on_a_planted_import(tmp_path, module, planted):
     """CI's import contract (pyproject.toml, lint-imports) is broken by one planted import
     that goes up, sideways within a layer, from served code into the pipeline, from one
-    step module into another, or from a report into a step or Triton."""
+    step module into another, or from a report into a step, Triton or the measurement's
+    machinery (a report reads recorded facts: records.facts)."""
     package = tmp_path / "deploybench"
     shutil.copytree(ROOT / "scripts/deploybench", package,
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..measurement import host_load
-from ..measurement.host_load import CONTENDED_SHARE
-from ..records import baseline, layout
+from ..records import baseline, facts, layout
+from ..records.facts import CONTENDED_SHARE
 from ..records.tables import (
     DEVICE_THROUGHPUT,
     SHARED_MEMORY,
@@ -59,7 +58,7 @@ def noise(report: dict, level: dict, value: float, stability: float | None = Non
     settings = report.get("perf_analyzer_settings", {})
     pct = float(settings.get("stability_percentage", stability or PERF_ANALYZER_STABILITY))
     for entry in report.get("repeats", []):
-        if host_load.of_level(entry, level) and value > 0:
+        if facts.of_level(entry, level) and value > 0:
             low, high = entry["ci95"]
             pct = max(pct, (value - low) / value * 100, (high - value) / value * 100)
     return round(pct, 2)
@@ -138,7 +137,7 @@ def _verdict(name: str, row: pd.Series, level: dict, reports: list[dict], out: d
     sides = {"both": ("baseline", "current"), "left_only": ("baseline",),
              "right_only": ("current",)}[row["_merge"]]
     contended = ", ".join(side for side, report in zip(("baseline", "current"), reports)
-                          if side in sides and host_load.contended(report, level))
+                          if side in sides and facts.contended(report, level))
     if row["_merge"] != "both":
         for metric in METRICS[name]:
             for side, suffix in (("baseline", "base"), ("current", "now")):

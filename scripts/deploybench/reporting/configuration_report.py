@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import export_precision
-from ..measurement.host_load import CONTENDED_SHARE
 from ..records import tail
+from ..records.facts import CONTENDED_SHARE
 from ..records.tables import (
     SHARED_MEMORY,
     STABLE,

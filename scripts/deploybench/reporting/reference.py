@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import export_precision
-from ..cluster import CPU_KEY
 from ..records import layout
 from ..records.tables import (
     COMPONENT_SUM,
@@ -23,6 +22,7 @@ from ..records.tables import (
     reference_rows,
     reference_series,
 )
+from ..settings.cluster import CPU_KEY
 from .protocol import SETTINGS, scenarios_ran, setting_text
 from .scenario_sources import measured_apart
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import QUANTIZED
-from ..measurement import host_load
+from ..records import facts
 from ..records.tables import (
     ENERGY_PER_INFERENCE,
     GATED_KINDS,
@@ -61,7 +61,7 @@ def _level(folder: Path, scenario: str, budget_ms: float) -> dict | None:
         "p99_ms": float(row[P99]), "batch": int(row["Batch"]),
         "concurrency": int(row["Concurrency"]), "shared_memory": row.get("Shared memory"),
         "stable": bool(row[STABLE]) if not pd.isna(row[STABLE]) else True,
-        "contended": host_load.contended(report, level),
+        "contended": facts.contended(report, level),
         "gpu_util": row.get(GPU_UTIL_MEAN), "energy_mj": row.get(ENERGY_PER_INFERENCE),
         "served_by": served_by(prov, notes=False),
         "backend": prov.get("server", {}).get("served_by", "python"),

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_DIR = ROOT / "config" / "schema"
 
 
-# Registry fields that say where a cluster runs a key (deploybench.cluster) and how much
+# Registry fields that say where a cluster runs a key (deploybench.settings.cluster) and how much
 # memory its device has (read while planning), not what a step reads: kept out of the run,
 # so that editing them re-runs nothing.
 SCHEDULER_FIELDS = ("slurm", "kubernetes", "memory_gib")
