@@ -139,7 +139,7 @@ def copy_build(build: Path, to: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def settings():
-    from deploybench.settings.config import Settings
+    from deploybench.settings.resolve import Settings
 
     return Settings(main_config())
 

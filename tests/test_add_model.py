@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from deploybench.models import artifact
-from deploybench.settings.config import settings_of
+from deploybench.settings.resolve import settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

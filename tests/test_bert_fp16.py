@@ -14,7 +14,7 @@ NAMES = ["input__0", "input__1", "input__2"]
 def source(tmp_path_factory):
     """bert-tiny's weights and evaluation set, as the pipeline's source steps make them."""
     from conftest import main_config
-    from deploybench.settings.config import Settings
+    from deploybench.settings.resolve import Settings
     from deploybench.steps import source as steps
 
     settings = Settings(main_config())

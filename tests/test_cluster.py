@@ -8,7 +8,7 @@ import yaml
 
 from conftest import ROOT, main_config, measuring_rules, snakemake
 from deploybench.settings.cluster import DEVICE_GROUP, job_resources
-from deploybench.settings.config import Settings
+from deploybench.settings.resolve import Settings
 
 CLUSTER = main_config()["cluster"]
 

@@ -1,7 +1,7 @@
-"""The code's shape, as the developers' guide asks it: no file over 500 lines, no function
-over 80 (a page of reading), in the package, the scripts and the tests alike; no function
-of the reports over 40; and the import contract broken by an import that points the wrong
-way."""
+"""The code's shape, as the developers' guide asks it: no file over 500 lines, no class over
+150, no function over 80 (a page of reading), in the package, the scripts and the tests
+alike; no function of the reports over 40; and the import contract broken by an import that
+points the wrong way."""
 
 import ast
 import os
@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
+MAX_CLASS_LINES = 150  # a class that holds more does more than one job
 REPORTING = ROOT / "scripts/deploybench/reporting"
 MAX_REPORT_FUNCTION_LINES = 40  # a page's skeleton is a template of its module
 
@@ -44,6 +45,26 @@ def _long_functions(paths: list[Path], limit: int) -> dict[str, int]:
 def test_no_function_is_over_80_lines():
     long = _long_functions([p for p in _sources() if p.suffix == ".py"], MAX_FUNCTION_LINES)
     assert not long, long
+
+
+def _long_classes(paths: list[Path], limit: int, root: Path = ROOT) -> dict[str, int]:
+    return {f"{path.relative_to(root)}:{node.lineno} {node.name}": lines
+            for path in paths for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ClassDef)
+            and (lines := node.end_lineno - node.lineno + 1) > limit}
+
+
+def test_no_class_is_over_150_lines():
+    long = _long_classes([p for p in _sources() if p.suffix == ".py"], MAX_CLASS_LINES)
+    assert not long, long
+
+
+def test_a_class_over_150_lines_fails(tmp_path):
+    """The cap holds a class of 151 lines to it and lets one of 150 pass."""
+    for lines, caught in ((150, False), (151, True)):
+        path = tmp_path / f"c{lines}.py"
+        path.write_text("class C:\n" + "    x = 1\n" * (lines - 1))
+        assert bool(_long_classes([path], MAX_CLASS_LINES, tmp_path)) is caught, lines
 
 
 def test_no_report_function_is_over_40_lines():

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, main_config
-from deploybench.settings.config import ConfigError, Settings
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
 from deploybench.settings.step_specs import step_spec
 
 

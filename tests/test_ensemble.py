@@ -430,7 +430,7 @@ def test_the_references_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
     """Reference 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
     (device_overrides), small counts on the CPU so that its run stays short."""
     from conftest import ROOT
-    from deploybench.settings.config import Settings
+    from deploybench.settings.resolve import Settings
     from deploybench.settings.step_specs import step_spec
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))

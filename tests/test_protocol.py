@@ -132,7 +132,7 @@ def test_the_reports_check_names_each_difference_and_passes_the_documents_settin
     import yaml as yml
 
     from deploybench.reporting.protocol import differences
-    from deploybench.settings.config import Settings
+    from deploybench.settings.resolve import Settings
 
     reference = Settings(yml.safe_load((ROOT / "config/config.yaml").read_text())).reference(
         "tft")
@@ -202,7 +202,7 @@ def test_the_committed_model_reports_are_what_the_report_step_makes_of_the_files
     the model_report rule's spec (its plots not drawn): byte for byte, so none is edited by
     hand and none is stale."""
     from deploybench.reporting import model_report
-    from deploybench.settings.config import Settings
+    from deploybench.settings.resolve import Settings
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     monkeypatch.setattr(model_report, "frontier_plot", lambda *args: None)

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from deploybench.settings.config import ConfigError, Settings
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
 
 
 @pytest.mark.parametrize("model", ["dlrm", "dcnv2"])

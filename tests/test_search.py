@@ -22,7 +22,8 @@ from tritonclient.grpc import model_config_pb2
 from conftest import ROOT, copy_build, main_config, planned_jobs, snakemake
 from deploybench import search
 from deploybench.reporting.search_report import summary
-from deploybench.settings.config import ConfigError, Settings
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
 from deploybench.steps.search import search_point
 from deploybench.sweeps import closed_loop
 from deploybench.triton.install import InstallMissing

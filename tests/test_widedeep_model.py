@@ -20,7 +20,7 @@ from deploybench import runners  # noqa: E402
 from deploybench.models import widedeep  # noqa: E402
 from deploybench.models.widedeep import data as widedeep_data  # noqa: E402
 from deploybench.models.widedeep.net import DeepEmbeddings, WideLinear  # noqa: E402
-from deploybench.settings.config import Settings  # noqa: E402
+from deploybench.settings.resolve import Settings  # noqa: E402
 from deploybench.source import keras_export  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
 

@@ -40,7 +40,7 @@ from deploybench.runners.embeddings import (
     fused_keys,
     table_offsets,
 )
-from deploybench.settings.config import Settings, settings_of
+from deploybench.settings.resolve import Settings, settings_of
 from deploybench.source import model as source_model
 from deploybench.tensors import numpy_dtype
 from deploybench.triton import install

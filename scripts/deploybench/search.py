@@ -28,8 +28,9 @@ from collections.abc import Callable
 from functools import cache
 
 from .backends import BACKENDS
-from .settings.config import ConfigError, Settings, deep_merge
+from .settings.config import ConfigError, deep_merge
 from .settings.deployments import gpu_count, per_batch
+from .settings.resolve import Settings
 from .settings.run_facts import shared_memory_modes
 from .settings.step_specs import step_spec
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from deploybench.records import atomic, layout
 from deploybench.reporting.configuration_report import configuration_page
-from deploybench.settings.config import settings_of
 from deploybench.settings.config_files import ConfigError
+from deploybench.settings.resolve import settings_of
 from deploybench.settings.run_facts import serves_online
 from deploybench.settings.scenarios import own_server, serves_rate
 from deploybench.source import model as source_model

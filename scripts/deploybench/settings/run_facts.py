@@ -1,4 +1,4 @@
-"""Facts of a resolved run (config.Settings.run) that rules, steps and reports ask alike:
+"""Facts of a resolved run (resolve.Settings.run) that rules, steps and reports ask alike:
 which of its steps run on its device, whether it is measured online, in which
 shared-memory modes, how it warms up, how perf_analyzer windows and reaches the server."""
 

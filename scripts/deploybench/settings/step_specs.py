@@ -1,4 +1,4 @@
-"""What each per-configuration step depends on: the part of a resolved run (`config.Settings.run`)
+"""What each per-configuration step depends on: the part of a resolved run (`resolve.Settings.run`)
 that Snakemake passes a step as `params.spec`, so that a change to anything else re-runs
 nothing."""
 
