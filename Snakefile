@@ -9,6 +9,7 @@ from snakemake.utils import min_version, validate
 
 from deploybench.settings.config import check_main
 from deploybench.settings.config_files import check_main_files
+from deploybench.settings.invocation import invocation
 
 min_version("9.0")
 
@@ -21,7 +22,9 @@ report: "report/workflow.rst"
 # No YTE, aliases bounded, a mapping (deploybench.settings.config_files): config/config.yaml before
 # Snakemake reads it; the --configfile files, which the workflow profile checked before
 # Snakemake read them, again for a run without one (--workflow-profile none).
-check_main_files([*workflow.configfiles, Path(workflow.basedir) / "config" / "config.yaml"])
+check_main_files(
+    [*invocation(workflow).configfiles, Path(workflow.basedir) / "config" / "config.yaml"]
+)
 
 
 configfile: Path(workflow.basedir) / "config" / "config.yaml"

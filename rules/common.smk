@@ -1,5 +1,4 @@
 import json
-import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -52,18 +51,15 @@ def measuring_threads(wildcards):
     numbers; where an executor places jobs, the device steps'
     cpus_per_task (deploybench.settings.cluster), which the Kubernetes plugin sizes a pod's CPU from;
     1 in a job's own run without a core count. Per job: the executor is known only then."""
-    if not workflow.local_exec:
+    run = invocation(workflow)
+    if not run.local:
         return config["cluster"]["resources"]["device"]["cpus_per_task"]
-    try:
-        cores = workflow.cores
-    except WorkflowError:  # no --cores given
+    if run.cores is None:  # no --cores given
         return 1
     # a GPU key's job shares the cores with the others side by side, one a bench_slot
-    slots = workflow.global_resources.get("bench_slot")
-    slots = int(getattr(slots, "value", slots) or 1)
-    if SETTINGS.gpus[wildcards.gpu]["kind"] == "cpu" or slots < 2:
-        return cores
-    return max(1, cores // slots)
+    if SETTINGS.gpus[wildcards.gpu]["kind"] == "cpu" or run.bench_slots < 2:
+        return run.cores
+    return max(1, run.cores // run.bench_slots)
 
 
 src = layout.source  # a per-model source artifact's pattern
@@ -390,9 +386,7 @@ def ship_spec(w):
 # `snakemake --report` of a partly built workflow: Snakemake refuses a DAG that holds a file
 # marked for the report which does not exist, so while it reports (and does not run first),
 # the default targets and the model reports' inputs are the ones already built.
-REPORTING = any(a == "--report" or a.startswith("--report=") for a in sys.argv) and (
-    "--report-after-run" not in sys.argv
-)
+REPORTING = invocation(workflow).reporting
 
 
 def built_only(paths):
@@ -403,13 +397,14 @@ def run_summary(failed=False):
     """The lines a run ends with (deploybench.records.built): the reports of its targets (the
     default target's, `references`', or the files named), and the HTML report's command with
     the run's configuration files and targets."""
-    named = sorted(workflow.dag_settings.targets)
-    targets = [t for t in named if not workflow.is_rule(t)]
+    run = invocation(workflow)
+    named = list(run.targets)
+    targets = [t for t in named if t not in run.rules]
     if not named or "all" in named:
         targets += default_targets()
     if "references" in named:
         targets += reference_targets()
-    args = [a for f in workflow.config_settings.configfiles for a in ("--configfile", str(f))]
+    args = [a for f in run.configfiles for a in ("--configfile", str(f))]
     return built.summary(targets, Path.cwd(), args + named, failed)
 
 
@@ -427,7 +422,7 @@ def _model_inputs(w, name):
     pattern = layout.as_regex(cfg(name), model=w.model)
     requested = {
         m.group(0)
-        for t in workflow.dag_settings.targets
+        for t in invocation(workflow).targets
         if (m := pattern.search(Path(t).as_posix()))
     }
     return built_only(sorted(set(defaults) | requested))
