@@ -9,6 +9,7 @@ from deploybench.settings import input_digest
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble, served_as_is
 from deploybench.settings.cluster import DEVICE_GROUP, RESOURCES, job_resources
+from deploybench.settings.invocation import invocation
 from deploybench.settings.resolve import Settings
 from deploybench.settings.step_specs import step_spec
 from deploybench.settings.run_facts import online_refusal, serves_online
