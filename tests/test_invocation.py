@@ -19,8 +19,9 @@ class FakeWorkflow:
     """The attributes of Snakemake 9's workflow object that invocation() reads."""
 
     def __init__(self, targets=(), rules=(), configfiles=(), local=True, cores=None,
-                 resources=None):
-        self.dag_settings = SimpleNamespace(targets=set(targets))
+                 resources=None, parsing=False):
+        # while the Snakefile is parsed, Snakemake 9 has not handed over the DAG's settings
+        self.dag_settings = None if parsing else SimpleNamespace(targets=set(targets))
         self.config_settings = SimpleNamespace(configfiles=list(configfiles))
         self.local_exec = local
         self.global_resources = {"_cores": cores, "_nodes": None, **(resources or {})}
@@ -59,6 +60,15 @@ def test_without_cores_targets_or_bench_slots():
     assert run.local is True
     assert run.cores is None
     assert run.bench_slots == 1
+
+
+def test_while_the_snakefile_is_parsed_the_targets_are_not_known():
+    """The Snakefile's own reads (configfiles, reporting) work before Snakemake hands over
+    the DAG settings; the targets then are None, never an empty tuple passing for none."""
+    run = invocation(FakeWorkflow(configfiles=["a.yaml"], cores=2, parsing=True),
+                     ["snakemake", "--report", "r.html"])
+    assert (run.configfiles, run.reporting, run.cores) == (("a.yaml",), True, 2)
+    assert run.targets is None and run.rules is None
 
 
 def test_a_bench_slot_given_as_a_resource_object():

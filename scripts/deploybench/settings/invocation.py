@@ -14,8 +14,11 @@ SNAKEMAKE_MAJOR = 9  # the Snakemake whose workflow attributes invocation() read
 @dataclass(frozen=True)
 class Invocation:
     configfiles: tuple  # --configfile, in order, as given
-    targets: tuple[str, ...]  # the files and rules named on the command line, sorted
-    rules: tuple[str, ...]  # those of them that are rules
+    # the files and rules named on the command line, sorted, and those of them that are
+    # rules; None while the Snakefile is parsed: Snakemake hands the workflow its DAG
+    # settings only after (read them in an input function or a handler)
+    targets: tuple[str, ...] | None
+    rules: tuple[str, ...] | None
     reporting: bool  # `--report` without --report-after-run: the DAG is only reported
     local: bool  # jobs run here, not through a cluster executor (known once jobs run)
     cores: int | None  # --cores (None: not given)
@@ -34,7 +37,8 @@ def invocation(workflow, argv: list[str] | None = None) -> Invocation:
             f"(deploybench.settings.invocation); this is Snakemake {snakemake.__version__}: "
             f"install snakemake>={SNAKEMAKE_MAJOR},<{SNAKEMAKE_MAJOR + 1} (pyproject.toml)")
     argv = sys.argv if argv is None else argv
-    targets = tuple(sorted(workflow.dag_settings.targets))
+    dag = workflow.dag_settings  # None while the Snakefile is parsed
+    targets = None if dag is None else tuple(sorted(dag.targets))
     try:
         cores = workflow.cores
     except WorkflowError:  # no --cores given
@@ -43,7 +47,7 @@ def invocation(workflow, argv: list[str] | None = None) -> Invocation:
     return Invocation(
         configfiles=tuple(workflow.config_settings.configfiles),
         targets=targets,
-        rules=tuple(t for t in targets if workflow.is_rule(t)),
+        rules=None if targets is None else tuple(t for t in targets if workflow.is_rule(t)),
         reporting=any(a == "--report" or a.startswith("--report=") for a in argv)
         and "--report-after-run" not in argv,
         local=workflow.local_exec,
