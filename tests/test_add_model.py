@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import ROOT, TINY
 from deploybench.models import artifact
 from deploybench.settings.resolve import settings_of
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+RATES_OF_PEAK = [0.25, 0.5]
 TORCHSCRIPT_INPUTS = ["--input", "x:FP32:4", "--input", "ids:INT64:3"]
 
 
@@ -26,9 +27,8 @@ def deploybench(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           text=True, cwd=cwd)
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    """The model in the three formats, and its own outputs on known inputs."""
+def mine():
+    """A user's model of two inputs of different dtypes (seeded), and an example of each."""
     import torch
 
     class Mine(torch.nn.Module):
@@ -41,8 +41,16 @@ def files(tmp_path_factory):
             return self.lin(x + self.emb(ids).sum(1))
 
     torch.manual_seed(0)
-    model, folder = Mine().eval(), tmp_path_factory.mktemp("mine")
-    x, ids = torch.randn(2, 4), torch.randint(0, 10, (2, 3))
+    model = Mine().eval()
+    return model, torch.randn(2, 4), torch.randint(0, 10, (2, 3))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The model in the three formats, and its own outputs on known inputs."""
+    import torch
+
+    (model, x, ids), folder = mine(), tmp_path_factory.mktemp("mine")
     torch.onnx.export(model, (x, ids), str(folder / "mine.onnx"), input_names=["x", "ids"],
                       output_names=["y"], dynamo=False,
                       dynamic_axes={"x": {0: "b"}, "ids": {0: "b"}, "y": {0: "b"}})
@@ -61,6 +69,24 @@ def add(files: Path, name: str, suffix: str, *extra) -> tuple[subprocess.Complet
     result = deploybench("add-model", name, files / f"mine.{suffix}", "--models-dir", models,
                          "--range", "ids=0:10", *extra)
     return result, models / f"{name}.yaml"
+
+
+def short_run(models: Path, model: str, backend: str, run_file: Path) -> Path:
+    """A user's model measured as the tiny models are (tests/config/tiny.yaml's windows and
+    native time: a level of three windows 0.75 s, not 6), its rate scenario as written
+    made short: two levels below its online peak, where both finish (a level beyond the
+    peak waits out its timeout; test_rate holds that case)."""
+    path = models / f"{model}.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["rate"].update(rates_of_peak=RATES_OF_PEAK, bisection_steps=0, min_requests=60,
+                          level_timeout_s=30)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    tiny = yaml.safe_load(TINY.read_text())
+    run_file.write_text(yaml.safe_dump({
+        "models_dir": str(models), "matrix": {"models": [model]},
+        "targets": [{"model": model, "gpu": "cpu", "backend": backend, "precision": "fp32"}],
+        **{key: tiny[key] for key in ("perf", "perf_overrides", "native")}}))
+    return run_file
 
 
 @pytest.mark.parametrize("suffix, extra, backends, outputs", [
@@ -148,17 +174,7 @@ def test_an_onnx_model_is_measured_end_to_end_and_the_others_convert(files, tmp_
     TorchScript and .pt2 files through their conversion and its check."""
     for suffix, extra in (("onnx", []), ("pt", TORCHSCRIPT_INPUTS), ("pt2", [])):
         assert add(files, f"mine-{suffix}", suffix, "--force", *extra)[0].returncode == 0
-    # its rate scenario as written, made short: two levels, below and far above the peak
-    path = files / "models/mine-onnx.yaml"
-    config = yaml.safe_load(path.read_text())
-    config["rate"].update(rates_of_peak=[0.5, 1.5], bisection_steps=0, min_requests=60,
-                          level_timeout_s=30)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    run_file = tmp_path / "run.yaml"
-    run_file.write_text(yaml.safe_dump({  # the user's models alone: targets of theirs
-        "models_dir": str(files / "models"), "matrix": {"models": ["mine-onnx"]},
-        "targets": [{"model": "mine-onnx", "gpu": "cpu", "backend": "onnx",
-                     "precision": "fp32"}]}))
+    run_file = short_run(files / "models", "mine-onnx", "onnx", tmp_path / "run.yaml")
     work = ["--", "--directory", tmp_path, "--cores", "2"]
     result = deploybench("run", "-m", "mine-onnx", "-g", "cpu", "-b", "onnx", "-p", "fp32",
                          "-c", run_file, *work)
@@ -178,7 +194,7 @@ def test_an_onnx_model_is_measured_end_to_end_and_the_others_convert(files, tmp_
     peak = online.loc[online["Stable"], "Inferences/Second"].max()
     rate = pd.read_csv(folder / "rate.csv")
     assert rate["Offered (req/s)"].tolist() == [float(f"{f * peak:.3g}")
-                                                          for f in (0.5, 1.5)]
+                                                          for f in RATES_OF_PEAK]
     assert "Maximum rate with p99 within 100 ms" in readme or \
         "No rate measured kept p99 within 100 ms" in readme or \
         "Every rate measured kept p99 within 100 ms" in readme

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from google.protobuf import text_format
+from test_add_model import RATES_OF_PEAK, deploybench, mine, short_run
 from tritonclient.grpc import model_config_pb2 as mc
 
 from deploybench.models import artifact
 from deploybench.triton import config as triton_config
 from deploybench.triton import repository as triton_repository
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 CONFIG = """
 name: "mine"
 backend: "deploybench"
@@ -37,11 +35,6 @@ parameters { key: "precision" value { string_value: "fp32" } }
 """
 INPUTS = [{"name": "x", "dtype": "FP32", "dims": [4]},
           {"name": "ids", "dtype": "INT64", "dims": [3]}]
-
-
-def deploybench(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "deploybench"), *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
 
 
 def model_folder(root: Path, onnx: Path, config: str = CONFIG, versions=("2",),
@@ -61,19 +54,7 @@ def files(tmp_path_factory) -> Path:
     it (repo/mine), and an ONNX file of other inputs."""
     import torch
 
-    class Mine(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = torch.nn.Embedding(10, 4)
-            self.lin = torch.nn.Linear(4, 2)
-
-        def forward(self, x, ids):
-            return self.lin(x + self.emb(ids).sum(1))
-
-    torch.manual_seed(0)
-    folder = tmp_path_factory.mktemp("repository")
-    x, ids = torch.randn(2, 4), torch.randint(0, 10, (2, 3))
-    model = Mine().eval()
+    (model, x, ids), folder = mine(), tmp_path_factory.mktemp("repository")
     for name, names in (("mine.onnx", ["x", "ids"]), ("other.onnx", ["a", "b"])):
         torch.onnx.export(model, (x, ids), str(folder / name), input_names=names,
                           output_names=["y"], dynamic_axes={n: {0: "b"} for n in
@@ -274,11 +255,7 @@ def test_a_repository_is_measured_as_it_is(files, tmp_path):
     result, path = add(files, "mine-repo", files / "repo", "--source", files / "mine.onnx",
                        "--force")
     assert result.returncode == 0, result.stderr
-    config = yaml.safe_load(path.read_text())
-    config["rate"].update(rates_of_peak=[0.5, 1.5], bisection_steps=0, min_requests=60,
-                          level_timeout_s=30)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    run_file = _run_file(files, "mine-repo", tmp_path / "run.yaml")
+    run_file = short_run(files / "models", "mine-repo", "repository", tmp_path / "run.yaml")
     result = deploybench("run", "-m", "mine-repo", "-g", "cpu", "-b", "repository", "-p",
                          "fp32", "-c", run_file, "--", "--directory", tmp_path, "--cores", "2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -300,4 +277,4 @@ def test_a_repository_is_measured_as_it_is(files, tmp_path):
     online = pd.read_csv(folder / "online.csv")
     peak = online.loc[online["Stable"], "Inferences/Second"].max()
     rate = pd.read_csv(folder / "rate.csv")
-    assert rate["Offered (req/s)"].tolist() == [float(f"{f * peak:.3g}") for f in (0.5, 1.5)]
+    assert rate["Offered (req/s)"].tolist() == [float(f"{f * peak:.3g}") for f in RATES_OF_PEAK]

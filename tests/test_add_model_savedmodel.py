@@ -8,28 +8,20 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from test_add_model import RATES_OF_PEAK, deploybench, short_run
 
 from deploybench.models import artifact
 from deploybench.reporting.headline import CONTENDED_MARK, UNSTABLE_MARK
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 INPUTS = [{"name": "ids", "dtype": "INT64", "dims": [3]},  # the signature's, by name
           {"name": "x", "dtype": "FP32", "dims": [4]}]
 OUTPUTS = [{"name": "label", "dtype": "INT64", "dims": [1]},
            {"name": "y", "dtype": "FP32", "dims": [2]}]
-
-
-def deploybench(*args, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN / "deploybench"), *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
 
 
 def weights() -> tuple[np.ndarray, np.ndarray]:
@@ -131,15 +123,7 @@ def test_a_savedmodel_is_measured_end_to_end(saved, tmp_path):
 
     result, path = add(saved, "mine-sm", "mine.savedmodel", "--force")
     assert result.returncode == 0, result.stderr
-    config = yaml.safe_load(path.read_text())  # its rate scenario made short: two levels
-    config["rate"].update(rates_of_peak=[0.5, 1.5], bisection_steps=0, min_requests=60,
-                          level_timeout_s=30)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    run_file = tmp_path / "run.yaml"
-    run_file.write_text(yaml.safe_dump({
-        "models_dir": str(saved / "models"), "matrix": {"models": ["mine-sm"]},
-        "targets": [{"model": "mine-sm", "gpu": "cpu", "backend": "tf-savedmodel",
-                     "precision": "fp32"}]}))
+    run_file = short_run(saved / "models", "mine-sm", "tf-savedmodel", tmp_path / "run.yaml")
     result = deploybench("run", "-m", "mine-sm", "-g", "cpu", "-b", "tf-savedmodel", "-p",
                          "fp32", "-c", run_file, "--", "--directory", tmp_path, "--cores", "2")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -175,7 +159,7 @@ def test_a_savedmodel_is_measured_end_to_end(saved, tmp_path):
     assert f"{online['Inferences/Second'].max():,.0f} inf/s" in _headline(readme, "Online")
     peak = online.loc[online["Stable"], "Inferences/Second"].max()
     rate = pd.read_csv(folder / "rate.csv")
-    assert rate["Offered (req/s)"].tolist() == [float(f"{f * peak:.3g}") for f in (0.5, 1.5)]
+    assert rate["Offered (req/s)"].tolist() == [float(f"{f * peak:.3g}") for f in RATES_OF_PEAK]
     # served/native at the largest batch: the offline figure over the in-process one
     native = pd.read_csv(folder / "native.csv").set_index("Batch")
     assert native.index.tolist() == [1, 8, 32]

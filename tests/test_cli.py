@@ -60,8 +60,11 @@ def test_a_wrong_key_is_refused_before_snakemake_runs_naming_what_is_valid(args,
 def test_an_unknown_benchmark_is_refused_with_the_list():
     result = deploybench("bench", "nosuch")
     assert result.returncode == 2
-    assert "valid: add_model, ensemble, gpu_serving, incremental" in result.stderr
-    assert "incremental" in deploybench("bench").stdout
+    scripts = sorted(p.name[len("bench_"):-len(".py")]
+                     for p in (ROOT / "scripts" / "benchmarks").glob("bench_*.py"))
+    assert len(scripts) >= 5 and "incremental" in scripts
+    assert f"valid: {', '.join(scripts)}\n" in result.stderr  # every script, in order
+    assert f"benchmarks: {', '.join(scripts)}" in deploybench("bench").stdout
 
 
 @pytest.mark.parametrize("tool, script, says", [

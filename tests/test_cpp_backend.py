@@ -24,7 +24,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import at_once, check_littles_law, cuda_infer, snakemake
+from conftest import check_littles_law, snakemake
 from deploybench import artifacts
 from deploybench.settings import deployments
 from deploybench.source import model as source_model
@@ -33,6 +33,7 @@ from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, install, repository
 from deploybench.triton.client import infer_all
 from deploybench.triton.server import ServerError, TritonServer
+from gpu_requests import at_once, cuda_infer
 
 # e2e: each test that starts the real Triton server (the no-compiler install test starts none)
 GPU = pytest.mark.gpu

@@ -21,12 +21,12 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
-from conftest import at_once, cuda_infer
 from deploybench.ensemble.metrics import cache_counters
 from deploybench.runners.embeddings import METADATA, RANKING, STORAGE
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, install, repository
 from deploybench.triton.server import ServerError, TritonServer
+from gpu_requests import at_once, cuda_infer
 
 pytestmark = pytest.mark.e2e  # the real Triton server
 

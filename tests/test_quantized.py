@@ -221,9 +221,11 @@ WEIGHT_ONLY = "results/tft-tiny/cpu/aoti_int8-weight-only"
 
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
+    """Both packages compiled and checked first, then int8 measured: its measurements never
+    overlap the other's compile (Snakemake runs two jobs at once)."""
     work = tmp_path_factory.mktemp("quantized")
-    snakemake(work, *(f"{INT8}/{name}.csv" for name in ("offline", "native", "floor")),
-              f"{WEIGHT_ONLY}/accuracy.csv")
+    snakemake(work, f"{INT8}/conversion_check.csv", f"{WEIGHT_ONLY}/accuracy.csv")
+    snakemake(work, *(f"{INT8}/{name}.csv" for name in ("offline", "native", "floor")))
     return work
 
 
@@ -277,7 +279,15 @@ def test_int8_is_measured_natively_and_against_its_floor_as_every_configuration(
     assert set(pd.read_csv(folder / "offline.csv")["Served by"]) == {"deploybench"}
     ratio = configuration_headline(folder / "offline.csv",
                                    native=folder / "native.csv")["served_native"]
-    assert ratio["ratio"] and ratio["batch"] == 4, ratio
+    assert ratio["batch"] == 4 and ratio["shared_memory"] == "system", ratio
+    if ratio["ratio"] is None:  # a side measured beside other load (a busy host) leaves none
+        assert re.fullmatch(r"left out: (served|native) ran beside other load, "
+                            r"(served|native) did not", ratio["why"]), ratio
+    else:  # the served rate over native's at batch 4, to 3 decimals
+        served = pd.read_csv(folder / "offline.csv").query("Batch == 4")
+        native = pd.read_csv(folder / "native.csv").query("Batch == 4")
+        assert ratio["ratio"] == pytest.approx(
+            served["Inferences/Second"].max() / native["Inferences/Second"].iloc[0], abs=1e-3)
 
 
 @pytest.mark.e2e

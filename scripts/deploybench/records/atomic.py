@@ -43,7 +43,7 @@ def remove_stale(path: Path) -> list[Path]:
     removed = []
     for sibling in path.parent.glob(f".{glob.escape(path.stem)}.tmp-*"):
         match = pattern.fullmatch(sibling.name)
-        if not match or _alive(int(match.group(1))):
+        if not match or alive(int(match.group(1))):
             continue
         if sibling.is_dir() and not sibling.is_symlink():
             shutil.rmtree(sibling, ignore_errors=True)
@@ -53,7 +53,8 @@ def remove_stale(path: Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (another user's counts as running: not ours to judge)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

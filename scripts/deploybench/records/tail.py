@@ -1,7 +1,15 @@
 """The latency tail from every request of a measurement: perf_analyzer's profile export
 (--profile-export-file) read for the requests of the windows it kept, their percentiles
-with bootstrap confidence intervals. perf_analyzer's own p99 of a 500-request window rests
-on 5 requests; these say how far such a figure can be trusted."""
+with distribution-free confidence intervals. perf_analyzer's own p99 of a 500-request window
+rests on 5 requests; these say how far such a figure can be trusted.
+
+A percentile's interval runs between two of the requests' own latencies (order statistics),
+chosen so that the count of requests below the true percentile, a binomial draw, falls
+between them with 95 % probability: it holds for any latency distribution. A bootstrap
+interval, used before 2026-12-07, cannot reach past the slowest request and covered p99 of
+200 requests 85 % of the time. Where too few requests lie above a percentile for any of them
+to bound it (fewer than ln(0.025) / ln(q) requests: 368 for p99, 3,688 for p99.9) its upper
+end is None: unbounded, said so where reported."""
 
 from __future__ import annotations
 
@@ -15,8 +23,10 @@ PERCENTILES = (50, 90, 95, 99, 99.9)
 # perf_analyzer's measurement: its last three windows merged (its stability window); the
 # export holds every window it measured while it settled
 KEPT_WINDOWS = 3
-BOOTSTRAP_SAMPLES = 1000
 CONFIDENCE = 0.95
+UNBOUNDED = "∞"  # how a report shows an interval's missing upper end
+# recorded beside each level's percentiles: JSONs of before 2026-12-07 hold bootstrap ones
+INTERVALS = "95 %, order statistics"
 # The export holds every request's inputs and outputs too (megabytes a request at a large
 # batch): only these numbers are read, chunk by chunk, never the whole document at once.
 _SENT = re.compile(rb'"timestamp": ?(\d+)[,}]')
@@ -68,26 +78,49 @@ def request_latencies(export: Path) -> tuple[np.ndarray, float, float]:
             float(answered.max() - sent.min()) / 1e9)
 
 
-def percentiles(latencies_ms: np.ndarray, seed: int = 0) -> dict[str, dict]:
-    """Each of PERCENTILES of `latencies_ms` with its 95 % bootstrap interval (resampled
-    requests, seeded), in ms: {"p99": {"value", "ci95": [low, high]}, ...}."""
-    values = np.asarray(latencies_ms, dtype=float)
+def order_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int | None,
+                                                                            int | None]:
+    """0-based ranks of the sorted sample of `n` whose values bound its `q`-quantile with
+    `confidence` at least (None: no rank does). B, the count of requests below the true
+    quantile, is Binomial(n, q); [x(l), x(u)] covers it where l <= B < u. The lower rank l
+    is the smallest k with P(B <= k) >= (1 - confidence) / 2, the upper u - 1 the smallest
+    with P(B <= u - 1) >= (1 + confidence) / 2: each end misses with (1 - confidence) / 2 at
+    most."""
+    k = np.arange(n + 1)
+    # log C(n, k), the binomial pmf and its CDF in logs first: (1 - q)^n underflows at large n
+    log_choose = np.concatenate([[0.0], np.cumsum(np.log(n - k[1:] + 1) - np.log(k[1:]))])
+    log_pmf = log_choose + k * np.log(q) + (n - k) * np.log1p(-q)
+    cdf = np.cumsum(np.exp(log_pmf - log_pmf.max()))
+    cdf /= cdf[-1]
+    miss = (1 - confidence) / 2
+    low = int(np.searchsorted(cdf, miss))  # P(B < low) < miss: x(low), 1-based
+    high = int(np.searchsorted(cdf, 1 - miss))  # P(B > high) <= miss: x(high + 1), 1-based
+    return (low - 1 if low >= 1 else None), (high if high <= n - 1 else None)
+
+
+def percentiles(latencies_ms: np.ndarray) -> dict[str, dict]:
+    """Each of PERCENTILES of `latencies_ms` with its 95 % interval (order_ranks), in ms:
+    {"p99": {"value", "ci95": [low, high]}, ...}; an end no request bounds is None."""
+    values = np.sort(np.asarray(latencies_ms, dtype=float))
     if not len(values):
         raise ValueError("no request latencies: nothing to take percentiles of")
-    rng = np.random.default_rng(seed)
-    resampled = []
-    for start in range(0, BOOTSTRAP_SAMPLES, 100):  # in blocks: memory stays bounded
-        draws = rng.integers(0, len(values), (min(100, BOOTSTRAP_SAMPLES - start),
-                                               len(values)))
-        resampled.append(np.percentile(values[draws], PERCENTILES, axis=1).T)
-    boot = np.vstack(resampled)
-    tail = (1 - CONFIDENCE) / 2
     out = {}
-    for i, q in enumerate(PERCENTILES):
-        low, high = np.quantile(boot[:, i], [tail, 1 - tail])
-        out[f"p{q:g}"] = {"value": round(float(np.percentile(values, q)), 4),
-                          "ci95": [round(float(low), 4), round(float(high), 4)]}
+    for q in PERCENTILES:
+        value = float(np.percentile(values, q))
+        low, high = order_ranks(len(values), q / 100)
+        # widened to hold the interpolated value where a handful of requests put it past
+        # an end (p99.9 of 25 requests or fewer: its lower end is the slowest request)
+        ends = [None if low is None else min(values[low], value),
+                None if high is None else max(values[high], value)]
+        out[f"p{q:g}"] = {"value": round(value, 4),
+                          "ci95": [None if e is None else round(float(e), 4) for e in ends]}
     return out
+
+
+def interval_text(low: float | None, high: float | None) -> str:
+    """An interval as a report shows it: `0.81-0.93`, an unbounded end as ∞ (or 0)."""
+    return (f"{0 if low is None else low:.3g}-"
+            f"{UNBOUNDED if high is None or high != high else format(high, '.3g')}")
 
 
 def summary(export: Path) -> dict:
@@ -96,7 +129,7 @@ def summary(export: Path) -> dict:
     latencies, _, seconds = request_latencies(export)
     Path(export).unlink()
     return {"requests": len(latencies), "seconds": round(seconds, 3),
-            "percentiles_ms": percentiles(latencies)}
+            "percentiles_ms": percentiles(latencies), "intervals": INTERVALS}
 
 
 def table(levels: list[dict], keys: tuple[str, ...]) -> pd.DataFrame:
@@ -106,7 +139,6 @@ def table(levels: list[dict], keys: tuple[str, ...]) -> pd.DataFrame:
     for level in levels:
         row = {k: level[k] for k in keys} | {"requests": level["requests"]}
         for name, q in level["percentiles_ms"].items():
-            low, high = q["ci95"]
-            row[f"{name} ms (95 % interval)"] = f"{q['value']:.3g} ({low:.3g}-{high:.3g})"
+            row[f"{name} ms (95 % interval)"] = f"{q['value']:.3g} ({interval_text(*q['ci95'])})"
         rows.append(row)
     return pd.DataFrame(rows)

@@ -129,11 +129,12 @@ def _tail(report: dict, plot: str | None) -> str:
     text = ""
     if report.get("tail"):
         text += ("\n\nEvery request's latency of the windows perf_analyzer kept (its profile "
-                 "export), with 95 % bootstrap intervals:\n\n"
+                 f"export), with 95 % intervals ({tail.UNBOUNDED}: too few requests above the "
+                 "percentile to bound it):\n\n"
                  + markdown_table(tail.table(report["tail"], ("Concurrency",))))
     if report.get("tail_not_taken"):
         untaken = report["tail_not_taken"]
-        text += (f"\n\nNo per-request latencies (the tail's bootstrap intervals) at concurrency "
+        text += (f"\n\nNo per-request latencies (the tail's percentiles) at concurrency "
                  f"{', '.join(str(u['Concurrency']) for u in untaken)}: {untaken[0]['why']}.")
     if report.get("batches_formed"):
         text += ("\n\nExecutions by the batch size Triton's dynamic batcher formed at each "

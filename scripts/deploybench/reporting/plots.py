@@ -35,6 +35,27 @@ def _save(fig, out: Path) -> None:
     plt.close(fig)
 
 
+OPEN_ENDED = "no upper bound (too few requests above it)"
+
+
+def interval_bars(ax, x, values, intervals, **style) -> None:
+    """Points with their 95 % intervals (tail.percentiles' [low, high]); an end no request
+    bounds (None, NaN) drawn as no bar, an unbounded upper end marked by a caret above."""
+    def gap(a, b):
+        return 0.0 if a is None or b is None or a != a or b != b else a - b
+
+    values = list(values)
+    low = [gap(v, lo) for v, (lo, _) in zip(values, intervals, strict=True)]
+    high = [gap(hi, v) for v, (_, hi) in zip(values, intervals, strict=True)]
+    line = ax.errorbar(list(x), values, yerr=[low, high], marker="o", **style)
+    open_ended = [(p, v) for p, v, (_, hi) in zip(x, values, intervals, strict=True)
+                  if hi is None or hi != hi]
+    if open_ended:
+        said = OPEN_ENDED in ax.get_legend_handles_labels()[1]
+        ax.scatter([p for p, _ in open_ended], [v * 1.25 for _, v in open_ended], marker="^",
+                   color=line[0].get_color(), s=18, label=None if said else OPEN_ENDED)
+
+
 def title(key: dict) -> str:
     """A configuration's plot titles: its key (model, GPU, backend, precision)."""
     return f"{key['model']} {key['gpu']} {key['backend']} {key['precision']}"
@@ -50,12 +71,10 @@ def tail_plot(tails: list[dict], formed: list[dict], key: str, title: str,
     colors = plt.get_cmap("viridis")
     for i, level in enumerate(tails):
         names = list(level["percentiles_ms"])
-        values = [q["value"] for q in level["percentiles_ms"].values()]
-        low = [v - q["ci95"][0] for v, q in zip(values, level["percentiles_ms"].values())]
-        high = [q["ci95"][1] - v for v, q in zip(values, level["percentiles_ms"].values())]
-        ax.errorbar(names, values, yerr=[low, high], marker="o", capsize=2,
-                    color=colors(i / max(len(tails) - 1, 1)),
-                    label=f"{key.lower()} {level[key]:g} ({level['requests']} requests)")
+        found = level["percentiles_ms"].values()
+        interval_bars(ax, names, [q["value"] for q in found], [q["ci95"] for q in found],
+                      capsize=2, color=colors(i / max(len(tails) - 1, 1)),
+                      label=f"{key.lower()} {level[key]:g} ({level['requests']} requests)")
     ax.set(xlabel="Percentile", ylabel="Latency (ms), every request", yscale="log",
            title=f"Latency distribution: {title}")
     if tails:
@@ -229,10 +248,8 @@ def rate_latency_plot(rate_csv: Path, budget: float, title: str, out: Path) -> N
     budget (p99, ms) as a line, the achieved rate beside the offered one."""
     table = pd.read_csv(rate_csv).sort_values(OFFERED)
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    p99 = table[EVERY["p99"]]
-    low, high = (table[c] for c in P99_CI)
-    ax.errorbar(table[OFFERED], p99, yerr=[p99 - low, high - p99], marker="o", capsize=3,
-                label="p99 (95 % interval)")
+    interval_bars(ax, table[OFFERED], table[EVERY["p99"]],
+                  table[P99_CI].to_numpy().tolist(), capsize=3, label="p99 (95 % interval)")
     ax.plot(table[OFFERED], table[EVERY["p50"]], marker="o", label="p50")
     ax.axhline(budget, color="red", linestyle="--", label=f"budget {budget:g} ms")
     ax.set(xlabel="Offered rate (requests/s)", ylabel="Latency (ms), every request",

@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..records.tables import LATENCY_COLUMNS, OFFERED
+from ..records.tables import LATENCY_COLUMNS, OFFERED, P99_CI, TAIL_REQUESTS
+from ..records.tail import UNBOUNDED, interval_text
 from .markdown import batches_formed, markdown_table
 
 # The configuration report's rate section (one paragraph a line)
 SECTION = (
     "Open loop: requests of batch {batch} arriving at each offered rate ({distribution} "
     "arrivals){peak}, on the online deployment. The percentiles are every request's of the windows "
-    "perf_analyzer kept (at least {min_requests} a level), with 95 % bootstrap intervals; "
+    "perf_analyzer kept (at least {min_requests} a level), with 95 % intervals ({unbounded}: too "
+    "few requests above the percentile to bound it); "
     "`p99 latency (ms)` is perf_analyzer's own.\n\n"
     "**{verdict}**\n\n"
     "![Latency vs offered rate]({plot})\n\n"
@@ -39,7 +41,7 @@ def max_rate_sentence(found: dict, budget: float) -> str:
                 f"{low:g} requests/s (p99 {found['p99_ms']:.3g} ms); raise rate.rates.")
     return (f"Maximum rate with p99 within {budget:g} ms: {low:g} requests/s "
             f"({found['throughput']:.5g} inferences/s, p99 {found['p99_ms']:.3g} ms, 95 % interval "
-            f"{found['p99_ci95_ms'][0]:.3g}-{found['p99_ci95_ms'][1]:.3g}); {high:g} "
+            f"{interval_text(*found['p99_ci95_ms'])}); {high:g} "
             f"requests/s {beyond}.")
 
 
@@ -51,13 +53,16 @@ def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
     table = pd.read_csv(rate_csv)
     shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
                                 ("avg latency (ms)", "p99 latency (ms)")])
+    if P99_CI[1] in shown:  # a measured level's p99 that too few requests bound from above
+        shown[P99_CI[1]] = shown[P99_CI[1]].astype(object).where(
+            shown[P99_CI[1]].notna() | shown[TAIL_REQUESTS].isna(), UNBOUNDED)
     used = result["settings"]
     peak = (f"; the rates {used['rates_of_peak']} of the online sweep's peak, "
             f"{used['online_peak_requests_per_s']:g} requests/s"
             if "online_peak_requests_per_s" in used else "")
     return SECTION.format(
         batch=settings["batch_size"], distribution=settings["distribution"], peak=peak,
-        min_requests=settings["min_requests"],
+        min_requests=settings["min_requests"], unbounded=UNBOUNDED,
         verdict=max_rate_sentence(result["max_rate_within_budget"], settings["p99_budget_ms"]),
         plot=plot, table=markdown_table(shown), preferred=triton["preferred_batch_sizes"],
         delay=triton["max_queue_delay_us"],

@@ -182,7 +182,8 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
                  WITHIN: keeps_budget(tails["p99"]["value"], budget, row.rate, sent, achieved,
                                       sending)}
     report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
-              "percentiles_ms": tails, "executions_by_batch": measured.formed,
+              "percentiles_ms": tails, "intervals": tail.INTERVALS,
+              "executions_by_batch": measured.formed,
               "host_load": measured.host_load, "telemetry": measured.telemetry}
     return level_row, report
 

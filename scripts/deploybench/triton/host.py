@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from ..measurement.isolation import SHM
+from ..records.atomic import alive
 
 SHM_DIR = Path(SHM)
 _SHM_FOLDER = re.compile(r"^deploybench-(\d+)-[0-9a-f]+")  # of the step's pid
@@ -51,7 +52,7 @@ def remove_stale_shared_memory() -> list[str]:
     removed = []
     for path in SHM_DIR.glob("deploybench-*") if SHM_DIR.is_dir() else []:
         match = _SHM_FOLDER.match(path.name)
-        if not match or _alive(int(match.group(1))):
+        if not match or alive(int(match.group(1))):
             continue
         try:
             st = path.lstat()
@@ -65,16 +66,6 @@ def remove_stale_shared_memory() -> list[str]:
         except FileNotFoundError:
             pass
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
