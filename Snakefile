@@ -1,14 +1,15 @@
 # Triton deployment benchmarks: model × GPU × backend × precision as file targets.
 #   snakemake -c2 results/tft/cpu/onnx_fp32/offline.csv
-# Rules wire files (paths from deploybench.layout); every rule's step is the function of
+# Rules wire files (paths from deploybench.records.layout); every rule's step is the function of
 # deploybench.steps named as the rule, run by scripts/run_step.py.
 import atexit
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
-from deploybench.config import check_main
-from deploybench.config_files import check_main_files
+from deploybench.settings.config import check_main
+from deploybench.settings.config_files import check_main_files
+from deploybench.settings.invocation import invocation
 
 min_version("9.0")
 
@@ -18,10 +19,12 @@ min_version("9.0")
 report: "report/workflow.rst"
 
 
-# No YTE, aliases bounded, a mapping (deploybench.config_files): config/config.yaml before
+# No YTE, aliases bounded, a mapping (deploybench.settings.config_files): config/config.yaml before
 # Snakemake reads it; the --configfile files, which the workflow profile checked before
 # Snakemake read them, again for a run without one (--workflow-profile none).
-check_main_files([*workflow.configfiles, Path(workflow.basedir) / "config" / "config.yaml"])
+check_main_files(
+    [*invocation(workflow).configfiles, Path(workflow.basedir) / "config" / "config.yaml"]
+)
 
 
 configfile: Path(workflow.basedir) / "config" / "config.yaml"

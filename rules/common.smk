@@ -1,24 +1,25 @@
 import json
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from deploybench import baseline, built, input_digest, layout
+from deploybench.records import baseline, built, layout
+from deploybench.settings import input_digest
 from deploybench import search as configuration_search
 from deploybench.backends import EXPORT_ARTIFACTS, export_precision, is_ensemble, served_as_is
-from deploybench.cluster import DEVICE_GROUP, RESOURCES, job_resources
-from deploybench.config import Settings
-from deploybench.step_specs import step_spec
-from deploybench.run_facts import online_refusal, serves_online
-from deploybench.scenarios import (
+from deploybench.settings.cluster import DEVICE_GROUP, RESOURCES, job_resources
+from deploybench.settings.invocation import invocation
+from deploybench.settings.resolve import Settings
+from deploybench.settings.step_specs import step_spec
+from deploybench.settings.run_facts import online_refusal, serves_online
+from deploybench.settings.scenarios import (
     rate_refusal,
     serves_rate,
     step_refusal,
 )
-from deploybench.measurement.device import DEVICE_STEPS, may_run_on_device
-from deploybench.files import digest
+from deploybench.settings.run_facts import DEVICE_STEPS, may_run_on_device
+from deploybench.records.files import digest
 from deploybench.plugins import sources as plugin_sources
 from deploybench.reporting.ship import budget_of
 from deploybench.served import bundled_code
@@ -49,20 +50,17 @@ def measuring_threads(wildcards):
     """A measuring job's threads: locally every core (a GPU key's job: its share of them,
     one share a bench_slot), so that no export or conversion runs beside it and skews its
     numbers; where an executor places jobs, the device steps'
-    cpus_per_task (deploybench.cluster), which the Kubernetes plugin sizes a pod's CPU from;
+    cpus_per_task (deploybench.settings.cluster), which the Kubernetes plugin sizes a pod's CPU from;
     1 in a job's own run without a core count. Per job: the executor is known only then."""
-    if not workflow.local_exec:
+    run = invocation(workflow)
+    if not run.local:
         return config["cluster"]["resources"]["device"]["cpus_per_task"]
-    try:
-        cores = workflow.cores
-    except WorkflowError:  # no --cores given
+    if run.cores is None:  # no --cores given
         return 1
     # a GPU key's job shares the cores with the others side by side, one a bench_slot
-    slots = workflow.global_resources.get("bench_slot")
-    slots = int(getattr(slots, "value", slots) or 1)
-    if SETTINGS.gpus[wildcards.gpu]["kind"] == "cpu" or slots < 2:
-        return cores
-    return max(1, cores // slots)
+    if SETTINGS.gpus[wildcards.gpu]["kind"] == "cpu" or run.bench_slots < 2:
+        return run.cores
+    return max(1, run.cores // run.bench_slots)
 
 
 src = layout.source  # a per-model source artifact's pattern
@@ -99,7 +97,7 @@ def _job_resources(step, wildcards):
 
 
 def cluster_resources(step):
-    """resources: of a rule's jobs on a cluster (deploybench.cluster): GPU, partition,
+    """resources: of a rule's jobs on a cluster (deploybench.settings.cluster): GPU, partition,
     memory, runtime from the GPU registry and the config's `cluster` section. As values
     where they cannot differ between jobs (planning evaluates a function per job): all of
     them for a step never on the device, the sizes for one always on it."""
@@ -168,7 +166,7 @@ def data_dir(w):
 
 
 # The user's checkpoint and dataset as inputs of the rules that read them: a stamp of their
-# content each (deploybench.input_digest), rewritten while the DAG is built only when the
+# content each (deploybench.settings.input_digest), rewritten while the DAG is built only when the
 # content changed, so that a replaced file re-runs what read it whatever its mtime (tar x,
 # cp -p, rsync -a set it back), and a touch re-runs nothing.
 USER_INPUTS = {"checkpoint": ("weights", "checkpoint"), "data": ("data", "path")}
@@ -389,9 +387,7 @@ def ship_spec(w):
 # `snakemake --report` of a partly built workflow: Snakemake refuses a DAG that holds a file
 # marked for the report which does not exist, so while it reports (and does not run first),
 # the default targets and the model reports' inputs are the ones already built.
-REPORTING = any(a == "--report" or a.startswith("--report=") for a in sys.argv) and (
-    "--report-after-run" not in sys.argv
-)
+REPORTING = invocation(workflow).reporting
 
 
 def built_only(paths):
@@ -399,16 +395,17 @@ def built_only(paths):
 
 
 def run_summary(failed=False):
-    """The lines a run ends with (deploybench.built): the reports of its targets (the
+    """The lines a run ends with (deploybench.records.built): the reports of its targets (the
     default target's, `references`', or the files named), and the HTML report's command with
     the run's configuration files and targets."""
-    named = sorted(workflow.dag_settings.targets)
-    targets = [t for t in named if not workflow.is_rule(t)]
+    run = invocation(workflow)
+    named = list(run.targets)
+    targets = [t for t in named if t not in run.rules]
     if not named or "all" in named:
         targets += default_targets()
     if "references" in named:
         targets += reference_targets()
-    args = [a for f in workflow.config_settings.configfiles for a in ("--configfile", str(f))]
+    args = [a for f in run.configfiles for a in ("--configfile", str(f))]
     return built.summary(targets, Path.cwd(), args + named, failed)
 
 
@@ -426,7 +423,7 @@ def _model_inputs(w, name):
     pattern = layout.as_regex(cfg(name), model=w.model)
     requested = {
         m.group(0)
-        for t in workflow.dag_settings.targets
+        for t in invocation(workflow).targets
         if (m := pattern.search(Path(t).as_posix()))
     }
     return built_only(sorted(set(defaults) | requested))

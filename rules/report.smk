@@ -131,7 +131,7 @@ rule model_report:
         "../scripts/run_step.py"
 
 
-# A configuration's current measurements against compare.baseline (deploybench.baseline):
+# A configuration's current measurements against compare.baseline (deploybench.records.baseline):
 # level by level, changes beyond the measured noise, what differs in what they ran on.
 rule configuration_comparison:
     input:

@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
 
 def main_config(**overrides) -> dict:
     """The main config with the tiny test config merged in, as Snakemake would."""
-    from deploybench.config import deep_merge
+    from deploybench.settings.config import deep_merge
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config = deep_merge(config, yaml.safe_load(TINY.read_text()))
@@ -138,7 +138,7 @@ def copy_build(build: Path, to: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def settings():
-    from deploybench.config import Settings
+    from deploybench.settings.resolve import Settings
 
     return Settings(main_config())
 
@@ -245,8 +245,8 @@ def _check_scenario(run: Path, settings: dict, scenario: str, perf: dict, batch_
     step's progress lines."""
     import pandas as pd
 
-    from deploybench.run_facts import shared_memory_modes
-    from deploybench.tables import COMPONENT_SUM, COMPONENTS
+    from deploybench.records.tables import COMPONENT_SUM, COMPONENTS
+    from deploybench.settings.run_facts import shared_memory_modes
 
     table = pd.read_csv(run / f"{scenario}.csv")
     check_littles_law(table, scenario,
@@ -420,7 +420,7 @@ def unprivileged(user, cmd: list[str], env: dict, **popen) -> subprocess.Popen:
 
 def tiny_models(tmp_path, **changes) -> str:
     """A models folder with tft-tiny's config changed: `--config models_dir=<it>`."""
-    from deploybench.config import deep_merge
+    from deploybench.settings.config import deep_merge
 
     models = tmp_path / "models"
     models.mkdir(exist_ok=True)

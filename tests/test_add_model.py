@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY
-from deploybench.config import settings_of
 from deploybench.models import artifact
+from deploybench.settings.resolve import settings_of
 
 BIN = Path(sys.executable).parent
 RATES_OF_PEAK = [0.25, 0.5]

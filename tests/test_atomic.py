@@ -1,4 +1,4 @@
-"""Outputs written whole or not at all (deploybench.atomic): what a killed write leaves is
+"""Outputs written whole or not at all (deploybench.records.atomic): what a killed write leaves is
 removed by the next write of that output, never a write in progress, never a result."""
 
 import signal
@@ -6,12 +6,12 @@ import subprocess
 import sys
 import textwrap
 
-from deploybench import atomic
+from deploybench.records import atomic
 
 # A write killed (the OOM killer's signal) once its temporary file exists, empty
 KILLED = textwrap.dedent("""
     import os, signal, sys
-    from deploybench import atomic
+    from deploybench.records import atomic
     with atomic.output(sys.argv[1]) as tmp:
         tmp.write_text("")
         os.kill(os.getpid(), signal.SIGKILL)

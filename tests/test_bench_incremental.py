@@ -9,7 +9,7 @@ import pytest
 from bench_incremental import SMOKE_MATRIX
 
 from conftest import ROOT, main_config
-from deploybench.config import Settings
+from deploybench.settings.resolve import Settings
 
 pytestmark = pytest.mark.e2e
 

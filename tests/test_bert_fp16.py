@@ -14,7 +14,7 @@ NAMES = ["input__0", "input__1", "input__2"]
 def source(tmp_path_factory):
     """bert-tiny's weights and evaluation set, as the pipeline's source steps make them."""
     from conftest import main_config
-    from deploybench.config import Settings
+    from deploybench.settings.resolve import Settings
     from deploybench.steps import source as steps
 
     settings = Settings(main_config())
@@ -32,7 +32,9 @@ def test_fp16_export_is_an_fp16_graph_close_to_the_fp32_source(source):
     both outputs FP16 in the graph, ids still INT32; on ONNX Runtime's CPU provider its
     logits match the FP32 source model's within the FP16 conversion tolerance; the convert
     step serves it as it is (no second cast)."""
-    from deploybench import layout, single, source_model
+    from deploybench import single
+    from deploybench.records import layout
+    from deploybench.source import model as source_model
     from deploybench.steps.conversion_check import compare, tolerance
     from deploybench.steps.export import export
 
@@ -69,7 +71,7 @@ def test_fp16_export_is_an_fp16_graph_close_to_the_fp32_source(source):
 def test_fp16_trace_runs_in_half_on_the_cpu(source):
     """ts-trace-fp16: torch on the CPU traces the halved model (DLE's reference traced it in
     FP16 too); the trace's logits are FP16 and match the source's."""
-    from deploybench import source_model
+    from deploybench.source import model as source_model
     from deploybench.steps.export import export
 
     settings, out = source

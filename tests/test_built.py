@@ -1,7 +1,7 @@
 """The lines a run ends with: the reports asked for, built or not, and the HTML report's
 command."""
 
-from deploybench import built
+from deploybench.records import built
 
 
 def test_targets_name_their_reports_once_and_a_missing_one_points_to_its_logs(tmp_path):

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from deploybench import source_model
+from deploybench.records.tables import require_accurate, require_passed
+from deploybench.source import model as source_model
 from deploybench.steps import accuracy as accuracy_step
 from deploybench.steps.conversion_check import conversion_check
-from deploybench.tables import require_accurate, require_passed
 
 RNG = np.random.default_rng(3)
 W = [RNG.uniform(-0.5, 0.5, (4, 3)).astype(np.float32) for _ in range(2)]
@@ -106,7 +106,7 @@ def served(monkeypatch):
 
     @contextlib.contextmanager
     def fake_served(spec, config_pbtxt, log):
-        yield SimpleNamespace(grpc_url="", pids=[], version="",
+        yield SimpleNamespace(grpc_url="", pids=[], version="", metrics=lambda: "",
                               served_name=lambda n: n), {"device": "cpu"}
 
     @contextlib.contextmanager
@@ -115,9 +115,9 @@ def served(monkeypatch):
 
     metric = SimpleNamespace(evaluate=lambda hp, outputs, targets: {
         "mean_y1": float(np.mean(outputs[0]))})
-    for name, value in [("served", fake_served), ("cache_report", lambda s: {}),
-                        ("archive", lambda *a: None)]:
-        monkeypatch.setattr(accuracy_step.serving, name, value)
+    monkeypatch.setattr(accuracy_step.serving, "served", fake_served)
+    monkeypatch.setattr(accuracy_step.artifacts, "cache_report", lambda metrics: {})
+    monkeypatch.setattr(accuracy_step.record, "archive", lambda *a: None)
     monkeypatch.setattr(accuracy_step, "Telemetry", quiet)
     monkeypatch.setattr(accuracy_step.plugins, "load", lambda name: metric)
     monkeypatch.setattr(accuracy_step.source_model, "refusal", lambda m: None)

@@ -1,4 +1,4 @@
-"""What jobs ask a cluster scheduler for: the resources of deploybench.cluster, from the
+"""What jobs ask a cluster scheduler for: the resources of deploybench.settings.cluster, from the
 GPU registry and the config's `cluster` section, as the rules' dry-run shows them."""
 
 import re
@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, main_config, measuring_rules, snakemake
-from deploybench.cluster import DEVICE_GROUP, job_resources
-from deploybench.config import Settings
+from deploybench.settings.cluster import DEVICE_GROUP, job_resources
+from deploybench.settings.resolve import Settings
 
 CLUSTER = main_config()["cluster"]
 

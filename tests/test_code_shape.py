@@ -1,7 +1,7 @@
-"""The code's shape, as the developers' guide asks it: no file over 500 lines, no function
-over 80 (a page of reading), in the package, the scripts and the tests alike; no function
-of the reports over 40; and the import contract broken by an import that points the wrong
-way."""
+"""The code's shape, as the developers' guide asks it: no file over 500 lines, no class over
+150, no function over 80 (a page of reading), in the package, the scripts and the tests
+alike; no function of the reports over 40; and the import contract broken by an import that
+points the wrong way."""
 
 import ast
 import os
@@ -15,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MAX_FILE_LINES = 500
 MAX_FUNCTION_LINES = 80
+MAX_CLASS_LINES = 150  # a class that holds more does more than one job
 REPORTING = ROOT / "scripts/deploybench/reporting"
 MAX_REPORT_FUNCTION_LINES = 40  # a page's skeleton is a template of its module
 
@@ -46,6 +47,26 @@ def test_no_function_is_over_80_lines():
     assert not long, long
 
 
+def _long_classes(paths: list[Path], limit: int, root: Path = ROOT) -> dict[str, int]:
+    return {f"{path.relative_to(root)}:{node.lineno} {node.name}": lines
+            for path in paths for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ClassDef)
+            and (lines := node.end_lineno - node.lineno + 1) > limit}
+
+
+def test_no_class_is_over_150_lines():
+    long = _long_classes([p for p in _sources() if p.suffix == ".py"], MAX_CLASS_LINES)
+    assert not long, long
+
+
+def test_a_class_over_150_lines_fails(tmp_path):
+    """The cap holds a class of 151 lines to it and lets one of 150 pass."""
+    for lines, caught in ((150, False), (151, True)):
+        path = tmp_path / f"c{lines}.py"
+        path.write_text("class C:\n" + "    x = 1\n" * (lines - 1))
+        assert bool(_long_classes([path], MAX_CLASS_LINES, tmp_path)) is caught, lines
+
+
 def test_no_report_function_is_over_40_lines():
     """The reports (deploybench.reporting): each page's skeleton a template string of its
     module, its sections and rows functions of their own."""
@@ -56,18 +77,20 @@ def test_no_report_function_is_over_40_lines():
 
 
 @pytest.mark.parametrize("module, planted", [
-    ("tail.py", "from deploybench.measurement import telemetry"),  # up, inside a former layer
-    ("tables.py", "from deploybench import layout"),  # sideways, the same layer
+    ("records/tail.py", "from deploybench.measurement import telemetry"),  # up, a layer
+    ("records/tables.py", "from deploybench.records import layout"),  # sideways, a layer
     ("measurement/nvml.py", "from deploybench.measurement import telemetry"),  # up, inside
-    ("served/__init__.py", "from deploybench import tables"),  # served code, the pipeline's
-    ("steps/rate.py", "from deploybench.steps import search"),  # a step importing a step
+    ("served/__init__.py", "from deploybench.records import tables"),  # served code, the pipeline's
+    ("steps/performance.py", "from deploybench.steps import search"),  # a step importing a step
     ("reporting/markdown.py", "from deploybench.steps import report"),  # a report, a step
     ("reporting/plots.py", "from deploybench.triton import perf_analyzer"),  # below, forbidden
+    ("reporting/headline.py", "from deploybench.measurement import telemetry"),  # machinery
 ])
 def test_the_import_contract_fails_on_a_planted_import(tmp_path, module, planted):
     """CI's import contract (pyproject.toml, lint-imports) is broken by one planted import
     that goes up, sideways within a layer, from served code into the pipeline, from one
-    step module into another, or from a report into a step or Triton."""
+    step module into another, or from a report into a step, Triton or the measurement's
+    machinery (a report reads recorded facts: records.facts)."""
     package = tmp_path / "deploybench"
     shutil.copytree(ROOT / "scripts/deploybench", package,
                     ignore=shutil.ignore_patterns("__pycache__"))

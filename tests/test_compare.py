@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from conftest import main_config
-from deploybench import baseline, layout
-from deploybench.config import ConfigError, check_main
+from deploybench.records import baseline, layout
 from deploybench.reporting.compare import changed, differences, noise
+from deploybench.settings.config import ConfigError, check_main
 
 
 def test_a_change_counts_only_where_the_two_ranges_do_not_overlap():
@@ -184,7 +184,7 @@ def test_a_history_copy_that_fails_leaves_nothing_that_looks_like_one(tmp_path):
     import resource
     import signal
 
-    from deploybench.serving import archive
+    from deploybench.sweeps.record import archive
 
     csv = tmp_path / "offline.csv"
     csv.write_text("Batch,Inferences/Second\n" + "1,100.0\n" * 2000)  # 16 kB

@@ -6,8 +6,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, main_config
-from deploybench.config import ConfigError, Settings
-from deploybench.step_specs import step_spec
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
+from deploybench.settings.step_specs import step_spec
 
 
 def test_run_resolves_the_device_overrides(settings):
@@ -130,7 +131,7 @@ def test_the_pytorch_path_never_imports_tensorflow():
         "import deploybench.steps.convert, deploybench.steps.export\n"
         "import deploybench.steps.model_repository, deploybench.steps.native\n"
         "import deploybench.steps.performance, deploybench.steps.report\n"
-        "import deploybench.steps.rate, deploybench.steps.search\n"
+        "import deploybench.sweeps.open_loop, deploybench.steps.search\n"
         "import deploybench.steps.source, deploybench.artifacts, deploybench.serving\n"
         "from deploybench import plugins\n"
         "for name in ('tft', 'bert', 'fastpitch'):\n"
@@ -161,7 +162,7 @@ def test_a_model_config_that_is_not_a_mapping_is_named(tmp_path, text, held):
 
 def test_the_main_config_files_on_the_command_line_are_checked(tmp_path):
     """What the workflow profiles run before Snakemake reads the --configfile files."""
-    from deploybench.config_files import check_command_line
+    from deploybench.settings.config_files import check_command_line
 
     good, empty, listed = (tmp_path / f"{name}.yaml" for name in ("good", "empty", "list"))
     good.write_text("perf: {attempts: 5}\n")
@@ -184,7 +185,7 @@ def test_equal_server_ports_are_refused_naming_them():
 
 
 def test_config_strings_become_the_numbers_and_booleans_the_schema_wants():
-    from deploybench.config import check_main
+    from deploybench.settings.config import check_main
 
     config = main_config()
     config["perf"] |= {"attempts": "5", "stability_percentage": "12.5"}
@@ -204,8 +205,8 @@ def test_every_schema_is_a_valid_json_schema():
     """The validators are built without checking the schemas (start-up time): here they are."""
     import jsonschema
 
-    from deploybench.config import SCHEMA_DIR
-    from deploybench.config_files import load_yaml
+    from deploybench.settings.config import SCHEMA_DIR
+    from deploybench.settings.config_files import load_yaml
 
     for path in sorted(SCHEMA_DIR.glob("*.schema.yaml")):
         schema = load_yaml(path)
@@ -383,7 +384,7 @@ def test_an_fp16_export_is_refused_where_it_cannot_serve(tmp_path):
 
 
 def test_export_folders_are_keyed_by_precision():
-    from deploybench import layout
+    from deploybench.records import layout
 
     assert layout.export("onnx", "model.onnx") == "results/{model}/export/onnx/model.onnx"
     assert (layout.export("onnx", "model.onnx", "fp16")

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from conftest import ROOT, main_config
-from deploybench.config import ConfigError, Settings
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
 
 
 def test_a_plug_ins_hyper_parameters_are_checked_as_the_config_is_read():

@@ -25,7 +25,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from conftest import check_littles_law, snakemake
-from deploybench import artifacts, deployments, source_model
+from deploybench import artifacts
+from deploybench.settings import deployments
+from deploybench.source import model as source_model
 from deploybench.steps.conversion_check import tolerance
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, install, repository

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from deploybench.measurement import device, locks
+from deploybench.settings import run_facts
 
 H100 = {"key": "h100", "kind": "gpu", "match": ["H100"]}
 GPUS = [{"index": "0", "uuid": "GPU-a", "name": "NVIDIA H100 80GB HBM3"},
@@ -179,6 +180,6 @@ def test_which_steps_claim_the_device():
     assert device.claims({**run, "backend": {"runner": "tensorrt"}}, "convert")
     remote = {**run, "server": {"kind": "remote"}}
     assert not device.claims(remote, "offline") and device.claims(remote, "conversion_check")
-    assert device.may_run_on_device("convert") and not device.may_run_on_device("plots")
+    assert run_facts.may_run_on_device("convert") and not run_facts.may_run_on_device("plots")
     assert device.deployment_gpus({"model": {"triton": {"gpus": 2}}}) == 2
     assert device.deployment_gpus({}) == 1

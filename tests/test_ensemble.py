@@ -15,8 +15,7 @@ from onnx import TensorProto, helper
 from tritonclient.grpc import model_config_pb2 as mc
 
 from conftest import ROOT, needs, snakemake
-from deploybench import artifacts, source_model
-from deploybench.config import ConfigError
+from deploybench import artifacts
 from deploybench.ensemble import artifact as ensemble_artifact
 from deploybench.ensemble import metrics as ensemble_metrics
 from deploybench.ensemble import parts as ensemble_parts
@@ -28,6 +27,8 @@ from deploybench.runners.embeddings import (
     HierarchicalEmbeddings,
     fused_keys,
 )
+from deploybench.settings.config import ConfigError
+from deploybench.source import model as source_model
 from deploybench.triton import config as triton_config
 from tensorrt_stand_in import StandInTensorRT, stand_in_plan
 
@@ -153,7 +154,7 @@ def dense_savedmodel(path, run, meta):
     """A stand-in dense SavedModel with the dense part's tensors (a tensorflow backend's
     config is checked against its signature)."""
     tf = needs("tensorflow")
-    from deploybench import keras_export
+    from deploybench.source import keras_export
 
     def model(tensors, training=False):
         floats = [tf.cast(t, tf.float32) for t in tensors]
@@ -349,7 +350,7 @@ def test_lookups_of_the_flattened_keys_equal_the_ids_lookups(tmp_path, engine):
 
 
 def test_online_is_refused_for_an_ensemble_with_the_reason(settings):
-    from deploybench.run_facts import online_refusal, serves_online
+    from deploybench.settings.run_facts import online_refusal, serves_online
 
     assert serves_online(settings.run("dlrm-tiny", "cpu", "onnx", "fp32"))
     for backend, gpu in (("hps-onnx", "cpu"), ("hps-trt", "h100"),
@@ -394,7 +395,7 @@ def test_the_request_steps_of_an_ensemble_read_its_section(settings):
     change to it re-runs them), offline from its data too; what only offline sends
     (perf_samples, warmup_samples) re-runs nothing else, the exports included; a single
     model's steps keep their settings without them."""
-    from deploybench.step_specs import step_spec
+    from deploybench.settings.step_specs import step_spec
 
     ensemble = settings.run("dlrm-tiny", "cpu", "hps-onnx", "fp32")
     single = settings.run("dlrm-tiny", "cpu", "onnx", "fp32")
@@ -429,8 +430,8 @@ def test_the_references_offline_protocol_on_gpu_keys_small_on_the_cpu(model):
     """Reference 003's evaluate_latency samples and evaluate_accuracy warm-up on GPU keys
     (device_overrides), small counts on the CPU so that its run stays short."""
     from conftest import ROOT
-    from deploybench.config import Settings
-    from deploybench.step_specs import step_spec
+    from deploybench.settings.resolve import Settings
+    from deploybench.settings.step_specs import step_spec
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     gpu = step_spec(settings.run(model, "a100", "hps-trt", "fp32"), "offline")["model"]

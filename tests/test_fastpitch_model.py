@@ -11,11 +11,11 @@ import torch
 import yaml
 
 from conftest import reference_opset
-from deploybench.config import validate
 from deploybench.models import fastpitch
 from deploybench.models.fastpitch import data as fastpitch_data
 from deploybench.models.fastpitch import text as fastpitch_text
 from deploybench.models.fastpitch.net import FastPitch
+from deploybench.settings.config import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = yaml.safe_load((ROOT / "config/models/fastpitch.yaml").read_text())["hparams"]

@@ -15,7 +15,8 @@ TWO_GPUS = ROOT / "config/runs/two-gpus.yaml"
 
 def test_a_gpu_count_is_written_as_tritons_instance_groups_and_parsed_back(tmp_path):
     from conftest import main_config, tiny_models
-    from deploybench.config import ConfigError, Settings
+    from deploybench.settings.config import ConfigError
+    from deploybench.settings.resolve import Settings
     from deploybench.triton import config as triton_config
 
     models_dir = tiny_models(tmp_path, triton={"gpus": 2, "instances": 3}).split("=", 1)[1]
@@ -66,7 +67,8 @@ def test_a_run_files_model_overrides_reach_its_runs_and_are_checked():
     an unknown model or a bad value is refused by name. offline.concurrency puts that many
     requests in flight at each batch size."""
     from conftest import main_config
-    from deploybench.config import ConfigError, Settings
+    from deploybench.settings.config import ConfigError
+    from deploybench.settings.resolve import Settings
     from deploybench.triton import perf_analyzer
 
     overrides = {"model_overrides": {"tft-tiny": {"offline": {"concurrency": 4,
@@ -89,7 +91,7 @@ def test_the_two_gpu_run_plans_both_configurations_and_tfts_one_and_two_gpu_poin
     search over 1 and 2 GPUs at the reference's serving configuration, each point offline
     with 8 requests in flight."""
     from conftest import main_config, planned_jobs, snakemake
-    from deploybench.config import Settings
+    from deploybench.settings.resolve import Settings
 
     run_file = yaml.safe_load(TWO_GPUS.read_text())
     settings = Settings(main_config(**run_file, models_dir="config/models"))

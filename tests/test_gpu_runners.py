@@ -22,7 +22,7 @@ from deploybench.measurement import nvml, telemetry
 from deploybench.measurement.device import measured_device
 from deploybench.measurement.host_load import HostLoad
 from deploybench.models import tft
-from deploybench.tables import ENERGY_PER_INFERENCE
+from deploybench.records.tables import ENERGY_PER_INFERENCE
 
 pytestmark = pytest.mark.gpu
 

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
+from deploybench.records.tables import COMPONENT_SUM, SHARED_MEMORY, THROUGHPUT
 from deploybench.reporting.headline import configuration_headline, configuration_lines, model_lines
 from deploybench.reporting.model_report import _dated_line, dated_sets_table
 from deploybench.reporting.plots import pareto_front
 from deploybench.reporting.served_native import served_vs_native, served_vs_native_table
-from deploybench.tables import COMPONENT_SUM, SHARED_MEMORY, THROUGHPUT
 
 PROV = {"device": "cpu", "server": {"served_by": "deploybench"}}
 
@@ -323,8 +323,8 @@ def test_a_search_frontier_draws_its_budget_on_the_p99_panels_only(tmp_path, mon
 def test_a_headline_leads_with_the_references_shared_memory_mode(folder, lead, other):
     """No reference used CUDA shared memory: its figure stands beside the comparable one,
     never in its place, even where it is the larger (both committed folders)."""
+    from deploybench.records.tables import read_perf
     from deploybench.reporting.headline import offline_text, ratio_text
-    from deploybench.tables import read_perf
 
     folder = ROOT / "results" / folder
     table = read_perf(folder / "offline.csv")

@@ -1,6 +1,7 @@
-"""The user's checkpoint and dataset identified by their content (deploybench.input_digest):
-the stamp a rule takes moves exactly when the content changed, whatever the files' mtimes,
-and planning reads again only the files whose (inode, size, mtime, ctime) changed."""
+"""The user's checkpoint and dataset identified by their content
+(deploybench.settings.input_digest): the stamp a rule takes moves exactly when the content
+changed, whatever the files' mtimes, and planning reads again only the files whose (inode,
+size, mtime, ctime) changed."""
 
 import os
 import re
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, corrupt_tensor_bytes, planned_jobs, snakemake, tiny_models
-from deploybench import input_digest
+from deploybench.settings import input_digest
 
 
 def _folder(path, files: dict[str, bytes]):
@@ -119,7 +120,7 @@ def _set_back(path: Path, days: float = 1) -> None:
 @pytest.mark.e2e
 def test_a_replaced_checkpoint_or_data_file_reruns_what_read_it_whatever_its_mtime(tmp_path):
     """The user's checkpoint and dataset are inputs by their content (their stamps,
-    deploybench.input_digest): a file replaced with other bytes and an older mtime, or a
+    deploybench.settings.input_digest): a file replaced with other bytes and an older mtime, or a
     swapped data folder, re-runs what read it; a touch re-runs nothing; a checkpoint whose
     tensor bytes are damaged is refused, naming it; a folder of far too many files is
     refused before any job, naming it."""
@@ -181,7 +182,7 @@ def test_a_replaced_checkpoint_or_data_file_reruns_what_read_it_whatever_its_mti
         (many / str(i)).touch()
     result = snakemake(work, "-n", target, "--config", tiny_models(
         tmp_path, data={"path": str(many)}), check=False,
-        prelude="import deploybench.input_digest\ndeploybench.input_digest.MAX_FILES = 3")
+        prelude="from deploybench.settings import input_digest\ninput_digest.MAX_FILES = 3")
     assert result.returncode != 0
     assert (f"model 'tft-tiny': data.path '{many}' holds more than 3 files: a checkpoint "
             "or a dataset folder is expected") in result.stdout + result.stderr

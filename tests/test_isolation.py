@@ -23,7 +23,7 @@ import pytest
 from test_triton import RUN, toy_repo  # noqa: F401 (a real ONNX model, python backend)
 
 from conftest import unprivileged
-from deploybench import serving
+from deploybench.sweeps import level
 from deploybench.triton import install, perf_analyzer, perf_failures
 from deploybench.triton.server import TritonServer
 
@@ -264,7 +264,7 @@ def test_foreign_inference_and_a_changed_log_level_flag_a_level(toy_repo, tmp_pa
                 measured = perf_analyzer.measure(run, "offline", server,
                                                  perf_analyzer.Row(1, 1, "system"), data,
                                                  tmp_path, log)
-            found = serving.interference(server, [measured], {"contended": False})
+            found = level.interference(server, [measured], {"contended": False})
         finally:
             other.kill()
             other.wait()

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY, main_config, measuring_rules, snakemake
-from deploybench import layout
-from deploybench.cluster import DEVICE_GROUP
+from deploybench.records import layout
+from deploybench.settings.cluster import DEVICE_GROUP
 
 pytestmark = pytest.mark.e2e  # the real Snakemake and executor plugin
 CONFIGURATION = "results/tft-tiny/h100/onnx_fp32"

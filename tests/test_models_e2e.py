@@ -26,9 +26,9 @@ from conftest import (
     snakemake,
 )
 from deploybench.measurement.device import gpu_names
+from deploybench.records.tables import PERF_COLUMNS as COLUMNS
+from deploybench.records.tables import THROUGHPUT, measured_columns
 from deploybench.reporting.markdown import markdown_table
-from deploybench.tables import PERF_COLUMNS as COLUMNS
-from deploybench.tables import THROUGHPUT, measured_columns
 from deploybench.triton import config as triton_config
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer

@@ -83,7 +83,7 @@ def test_the_parts_are_kept_as_they_come_and_joined_once_all_have(tmp_path, name
         assert paths["PYTHONPATH"].startswith(f"{dest}/{name}:{dest}/site:"), paths
         assert paths["SERVER"] == f"{dest}/{name}:{dest}/stub-site", paths
         assert paths["TENSORFLOW"] == "", paths
-    else:  # for the Keras models' build steps alone (deploybench.source_model)
+    else:  # for the Keras models' build steps alone (deploybench.source.model)
         assert paths["PYTHONPATH"].startswith(f"{dest}/site:"), paths
         assert paths["SERVER"] == f"{dest}/stub-site", paths
         assert paths["TENSORFLOW"] == f"{dest}/{name}", paths
@@ -106,7 +106,7 @@ def test_the_tensorflow_bundle_takes_the_tf_extras_pins_and_what_the_target_lack
 def test_a_tensorflow_model_without_tensorflow_is_refused_by_name(monkeypatch, tmp_path):
     """The lent GPU machine has no TensorFlow (2026-11-28: DLRM's weights step failed there
     with "No module named 'keras'"): the step names the model and what it needs."""
-    from deploybench import source_model
+    from deploybench.source import model as source_model
 
     monkeypatch.setitem(sys.modules, "keras", None)  # importing it raises ImportError
     with pytest.raises(RuntimeError) as refused:
@@ -127,7 +127,7 @@ def test_the_tensorflow_bundle_reaches_a_keras_models_steps_alone(tmp_path):
         (site / package / "__init__.py").write_text("BUNDLED = True\n")
     code = (
         "import sys\n"
-        "from deploybench import source_model\n"
+        "from deploybench.source import model as source_model\n"
         f"assert {str(site)!r} not in sys.path\n"
         "assert source_model._require({'plugin': 'tft'}) == 'torch'\n"
         f"assert {str(site)!r} not in sys.path\n"

@@ -17,8 +17,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from deploybench import tail
-from deploybench.tables import COMPONENT_SUM, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD
+from deploybench.records import tail
+from deploybench.records.tables import (
+    COMPONENT_SUM,
+    SHARED_MEMORY,
+    STABLE,
+    THROUGHPUT,
+    WINDOW_SPREAD,
+)
 from deploybench.triton import perf_analyzer
 from deploybench.triton.perf_analyzer import FOREIGN, REQUESTS, Row
 
@@ -186,7 +192,7 @@ def test_the_export_is_read_for_the_kept_windows_alone():
 def test_the_rate_levels_sent_and_achieved_rates():
     """Sent: the 5 intervals between 6 sends over their 1.06634366 s (4.689/s); achieved:
     6 answered from the first send to the last answer, 1.067195838 s (5.622/s)."""
-    from deploybench.steps.rate import arrival_rates
+    from deploybench.sweeps.open_loop import arrival_rates
 
     sent, achieved = arrival_rates(*tail.request_latencies(DATA / "rate_200_export.json"))
     assert sent == pytest.approx(5 / 1.06634366, rel=1e-9)

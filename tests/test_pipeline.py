@@ -28,10 +28,11 @@ from conftest import (
     snakemake,
     tiny_models,
 )
-from deploybench.measurement import host_load, provenance
+from deploybench.measurement import host_load
+from deploybench.records import facts
+from deploybench.records.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
+from deploybench.records.tables import PERF_COLUMNS as COLUMNS
 from deploybench.reporting.served_native import served_vs_native, served_vs_native_table
-from deploybench.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
-from deploybench.tables import PERF_COLUMNS as COLUMNS
 from deploybench.triton.config import read as read_config
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
@@ -219,7 +220,7 @@ def check_provenance(work: Path, run: Path) -> None:
         assert hashlib.sha256(text.encode()).hexdigest()[:16] == p["installed_packages"]
         assert f"snakemake=={importlib.metadata.version('snakemake')}" in text.splitlines()
     assert len(list((work / "results/packages").iterdir())) == 1  # one list for the run
-    assert provenance.same_device(prov["offline"], prov["native"]) is None
+    assert facts.same_device(prov["offline"], prov["native"]) is None
 
 
 def test_served_over_native_is_refused_across_devices(built, tmp_path):
@@ -231,7 +232,7 @@ def test_served_over_native_is_refused_across_devices(built, tmp_path):
     native = json.loads((tmp_path / "native.json").read_text())
     native["provenance"]["host"] = "another-node"
     (tmp_path / "native.json").write_text(json.dumps(native))
-    with pytest.raises(provenance.DifferentDevices, match="host .* against 'another-node'"):
+    with pytest.raises(facts.DifferentDevices, match="host .* against 'another-node'"):
         served_vs_native(tmp_path / "offline.csv", tmp_path / "native.csv")
     assert "served/native not computed" in served_vs_native_table(
         tmp_path / "offline.csv", tmp_path / "native.csv")

@@ -24,8 +24,8 @@ from conftest import (
     planned_jobs,
     snakemake,
 )
-from deploybench import layout
 from deploybench.measurement import provenance
+from deploybench.records import layout
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 

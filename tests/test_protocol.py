@@ -131,8 +131,8 @@ def test_the_check_finds_the_folders_measured_off_their_documents_protocol(folde
 def test_the_reports_check_names_each_difference_and_passes_the_documents_settings(tmp_path):
     import yaml as yml
 
-    from deploybench.config import Settings
     from deploybench.reporting.protocol import differences
+    from deploybench.settings.resolve import Settings
 
     reference = Settings(yml.safe_load((ROOT / "config/config.yaml").read_text())).reference(
         "tft")
@@ -201,8 +201,8 @@ def test_the_committed_model_reports_are_what_the_report_step_makes_of_the_files
     """Each committed model report and headline, regenerated from the committed files with
     the model_report rule's spec (its plots not drawn): byte for byte, so none is edited by
     hand and none is stale."""
-    from deploybench.config import Settings
     from deploybench.reporting import model_report
+    from deploybench.settings.resolve import Settings
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     monkeypatch.setattr(model_report, "frontier_plot", lambda *args: None)

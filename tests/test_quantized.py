@@ -20,12 +20,12 @@ from test_ship import measured
 from conftest import ROOT, TINY, check_measurements, snakemake
 from deploybench import runners
 from deploybench.backends import BACKENDS, PRECISIONS, QUANTIZED, carriers
-from deploybench.config import ConfigError
+from deploybench.records.tables import require_accurate
 from deploybench.reporting.headline import _accuracy, accuracy_text, configuration_headline
 from deploybench.reporting.ship import candidates, ship_page
 from deploybench.runners.quantization import SCHEMES, as_linears, quantize, refusal
+from deploybench.settings.config import ConfigError
 from deploybench.steps.accuracy import metric_changes
-from deploybench.tables import require_accurate
 from deploybench.triton import config as triton_config
 from deploybench.triton import install
 from deploybench.triton.server import ServerError, TritonServer

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, TINY, copy_build, snakemake
+from deploybench.records.tables import TAIL_REQUESTS
 from deploybench.reporting.rate import max_rate_sentence
-from deploybench.steps import rate as rate_step
-from deploybench.tables import TAIL_REQUESTS
+from deploybench.sweeps import open_loop
 from deploybench.triton import config as triton_config
 
 RUN = "results/tft-tiny/cpu/onnx_fp32"
@@ -49,20 +49,20 @@ def rated(tiny_build, tmp_path_factory):
 def test_poisson_arrivals_are_achieved_as_offered_below_saturation(rated):
     table = pd.read_csv(rated / RUN / "rate.csv")
     assert set(table["Distribution"]) == {"poisson"}
-    kept_up = table[table[rate_step.OFFERED] <= 100]
+    kept_up = table[table[open_loop.OFFERED] <= 100]
     assert (kept_up[TAIL_REQUESTS] >= RATE["min_requests"]).all(), kept_up
     # what was answered is what arrived; what arrived, a Poisson draw of the offered rate
     # (150-200 requests: within about three standard deviations)
-    answered = kept_up[rate_step.ACHIEVED] / kept_up[rate_step.SENT]
+    answered = kept_up[open_loop.ACHIEVED] / kept_up[open_loop.SENT]
     assert len(kept_up) == 2 and answered.between(0.95, 1.05).all(), kept_up
-    drawn = kept_up[rate_step.SENT] / kept_up[rate_step.OFFERED]
+    drawn = kept_up[open_loop.SENT] / kept_up[open_loop.OFFERED]
     assert drawn.between(0.75, 1.25).all(), kept_up
     # twice what the tiny model answers on 2 cores (about 3,000/s): beyond the budget,
     # measured or not finished in time
-    saturated = table[table[rate_step.OFFERED] == 6000].iloc[0]
-    assert not saturated[rate_step.WITHIN], saturated
-    measured = table.dropna(subset=[rate_step.ACHIEVED])
-    assert (measured["Inferences/Second"] == measured[rate_step.ACHIEVED]).all()  # batch 1
+    saturated = table[table[open_loop.OFFERED] == 6000].iloc[0]
+    assert not saturated[open_loop.WITHIN], saturated
+    measured = table.dropna(subset=[open_loop.ACHIEVED])
+    assert (measured["Inferences/Second"] == measured[open_loop.ACHIEVED]).all()  # batch 1
     command = (rated / RUN / "logs/rate_perf_analyzer.log").read_text()
     assert "--request-distribution poisson" in command and "--async" in command
 
@@ -72,18 +72,18 @@ def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
     """The export's requests are those of perf_analyzer's kept windows: its p50 and p90
     within the level's window spread (and 10 %) of perf_analyzer's, its p99 within the
     95 % interval widened as much; the intervals hold their percentile."""
-    table = pd.read_csv(rated / RUN / "rate.csv").dropna(subset=[rate_step.EVERY["p99"]])
+    table = pd.read_csv(rated / RUN / "rate.csv").dropna(subset=[open_loop.EVERY["p99"]])
     assert len(table) >= 2  # a level beyond saturation may not finish in time
     for _, row in table.iterrows():
         slack = max(row["window spread (%)"], 10) / 100
         for q in ("p50", "p90"):
-            ours, theirs = row[rate_step.EVERY[q]], row[f"{q} latency (ms)"]
+            ours, theirs = row[open_loop.EVERY[q]], row[f"{q} latency (ms)"]
             assert abs(ours - theirs) <= slack * theirs + 0.05, (q, row)
-        low, high = row[rate_step.P99_CI[0]], row[rate_step.P99_CI[1]]
+        low, high = row[open_loop.P99_CI[0]], row[open_loop.P99_CI[1]]
         # no upper end where fewer than 368 requests lie in the kept windows (0.99^368 < 0.025)
         assert pd.isna(high) == (row["Requests"] < 368), row
         high = float("inf") if pd.isna(high) else high
-        assert low <= row[rate_step.EVERY["p99"]] <= high, row
+        assert low <= row[open_loop.EVERY["p99"]] <= high, row
         assert low * (1 - slack) - 0.05 <= row["p99 latency (ms)"] <= high * (1 + slack) + 0.05
     levels = json.loads((rated / RUN / "rate.json").read_text())["levels"]
     for level in (lv for lv in levels if "error" not in lv):
@@ -95,13 +95,13 @@ def test_every_requests_percentiles_agree_with_perf_analyzers(rated):
 def test_the_maximum_rate_is_bracketed_by_a_level_within_and_one_beyond(rated):
     result = json.loads((rated / RUN / "rate.json").read_text())
     found = result["max_rate_within_budget"]
-    table = pd.read_csv(rated / RUN / "rate.csv").set_index(rate_step.OFFERED)
+    table = pd.read_csv(rated / RUN / "rate.csv").set_index(open_loop.OFFERED)
     low, high = found["bracket"]
     assert found["bracketed"] and low < high, found
-    assert table.loc[low, rate_step.WITHIN] and not table.loc[high, rate_step.WITHIN]
-    assert table.loc[low, rate_step.EVERY["p99"]] <= RATE["p99_budget_ms"]
+    assert table.loc[low, open_loop.WITHIN] and not table.loc[high, open_loop.WITHIN]
+    assert table.loc[low, open_loop.EVERY["p99"]] <= RATE["p99_budget_ms"]
     # every level measured between them was bisected: none within the budget above low
-    assert not table[(table.index > low)][rate_step.WITHIN].any()
+    assert not table[(table.index > low)][open_loop.WITHIN].any()
     assert len(table) == len(RATE["rates"]) + RATE["bisection_steps"]
 
 
@@ -146,8 +146,8 @@ def test_a_level_that_does_not_finish_in_time_counts_as_beyond_the_budget(rated,
                                                                 "max_trials": 3}}}))
     snakemake(work, f"{RUN}/rate.csv", "--configfile", str(TINY), str(extra))
     table = pd.read_csv(work / RUN / "rate.csv")
-    assert list(table[rate_step.OFFERED]) == [20, 40]
-    assert not table[rate_step.WITHIN].any() and table[rate_step.ACHIEVED].isna().all()
+    assert list(table[open_loop.OFFERED]) == [20, 40]
+    assert not table[open_loop.WITHIN].any() and table[open_loop.ACHIEVED].isna().all()
     result = json.loads((work / RUN / "rate.json").read_text())
     assert all("within 1 s" in level["error"] and "host_load" in level
                for level in result["levels"]), result["levels"]
@@ -158,7 +158,7 @@ def test_the_tail_is_read_from_the_windows_perf_analyzer_kept(tmp_path, monkeypa
     """An export in perf_analyzer's layout with five windows, the first two slow (it was
     settling): only the last three windows' requests count, read alike in chunks that cut
     the numbers anywhere; each percentile lies within its interval."""
-    from deploybench import tail
+    from deploybench.records import tail
 
     ms = 1_000_000
     bounds = [i * 1000 * ms for i in range(6)]
@@ -194,7 +194,7 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
     """Within the budget: p99 within it, answered at 95 % of the rate sent, and sent at the
     offered rate up to a Poisson draw's spread (4 standard deviations: 1,000 requests
     expected, 873 at least); the bracket's sentence says which failed."""
-    keeps = rate_step.keeps_budget
+    keeps = open_loop.keeps_budget
     assert keeps(10, 20, offered=1000, sent=1000, achieved=990, sending_s=1)
     assert not keeps(21, 20, offered=1000, sent=1000, achieved=990, sending_s=1)
     assert not keeps(10, 20, offered=1000, sent=1000, achieved=940, sending_s=1)
@@ -202,11 +202,11 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
     assert not keeps(10, 20, offered=1000, sent=872, achieved=872, sending_s=1)
 
     def level(offered, p99, sent, achieved):
-        return {rate_step.OFFERED: offered, rate_step.EVERY["p99"]: p99,
-                rate_step.SENT: sent, rate_step.ACHIEVED: achieved,
-                rate_step.P99_CI[0]: p99 - 1, rate_step.P99_CI[1]: p99 + 1,
-                rate_step.THROUGHPUT: achieved,
-                rate_step.WITHIN: keeps(p99, 20, offered, sent, achieved, 2.0)}
+        return {open_loop.OFFERED: offered, open_loop.EVERY["p99"]: p99,
+                open_loop.SENT: sent, open_loop.ACHIEVED: achieved,
+                open_loop.P99_CI[0]: p99 - 1, open_loop.P99_CI[1]: p99 + 1,
+                open_loop.THROUGHPUT: achieved,
+                open_loop.WITHIN: keeps(p99, 20, offered, sent, achieved, 2.0)}
 
     def bisected(server_answers, client_sends):
         """The bracket found from 1,000 (within) and 8,000/s, two steps more."""
@@ -216,7 +216,7 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
             levels.append(level(offered, 900 if slow else 5, sent, min(sent, server_answers)))
         levels = [level(1000, 5, 1000, 1000)]
         measure(8000)
-        return rate_step._bisect(levels, measure, steps=2, budget=20)
+        return open_loop._bisect(levels, measure, steps=2, budget=20)
 
     found = bisected(server_answers=3000, client_sends=10_000)
     assert found["bracket"] == [2750, 4500] and found["beyond"] == "exceeded it (p99 900 ms)"
@@ -224,12 +224,12 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
     assert found["bracket"] == [4500, 6250], found
     assert found["beyond"].startswith("could not be offered (perf_analyzer sent 5000/s")
     levels = [level(1000, 5, 1000, 1000), level(2000, 5, 2000, 1500)]
-    found = rate_step._bisect(levels, None, steps=0, budget=20)
+    found = open_loop._bisect(levels, None, steps=0, budget=20)
     assert found["bracket"] == [1000, 2000] and found["beyond"].startswith("built a backlog")
     # a level perf_analyzer gave nothing for (killed, or its connections refused) is beyond
     failed = "made perf_analyzer fail (exit code 99: rate.json holds its error)"
-    levels = [level(1000, 5, 1000, 1000), {rate_step.OFFERED: 6000, rate_step.WITHIN: False,
-                                           rate_step.FAILED: failed}]
-    found = rate_step._bisect(levels, None, steps=0, budget=20)
+    levels = [level(1000, 5, 1000, 1000), {open_loop.OFFERED: 6000, open_loop.WITHIN: False,
+                                           open_loop.FAILED: failed}]
+    found = open_loop._bisect(levels, None, steps=0, budget=20)
     assert found["bracket"] == [1000, 6000] and found["beyond"] == failed
     assert max_rate_sentence(found, 20).endswith(f"6000 requests/s {failed}.")

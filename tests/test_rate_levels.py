@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from deploybench.steps import rate as rate_step
-from deploybench.tables import ACHIEVED, EVERY, OFFERED, P99_CI, SENT, THROUGHPUT, WITHIN
+from deploybench.records.tables import ACHIEVED, EVERY, OFFERED, P99_CI, SENT, THROUGHPUT, WITHIN
+from deploybench.sweeps import level as sweep_level
+from deploybench.sweeps import open_loop
 from deploybench.triton import perf_analyzer
 from deploybench.triton.perf_analyzer import Row
 
@@ -30,10 +31,10 @@ SPEC = {"key": {"model": "m", "gpu": "cpu", "backend": "onnx"},
 def test_a_level_is_offered_the_windows_its_requests_need():
     """min_requests 150 over three windows, a quarter more: 1.25 x 150 / 3 / 50 per s =
     1.25 s at 50/s; at 400/s 156 ms, so the 500 ms floor; one attempt."""
-    at_50 = rate_step._windowed(SPEC, 50.0)
+    at_50 = open_loop._windowed(SPEC, 50.0)
     assert at_50["model"]["rate"]["measurement_interval_ms"] == 1250
     assert at_50["model"]["rate"]["measurement_mode"] == "time_windows"
-    assert rate_step._windowed(SPEC, 400.0)["model"]["rate"]["measurement_interval_ms"] == 500
+    assert open_loop._windowed(SPEC, 400.0)["model"]["rate"]["measurement_interval_ms"] == 500
     assert at_50["perf"]["attempts"] == 1 and SPEC["perf"]["attempts"] == 3
 
 
@@ -44,12 +45,12 @@ def test_rates_of_peak_are_fractions_of_the_highest_stable_online_level(tmp_path
     pd.DataFrame({"Inferences/Second": [600.0, 1000.0, 1400.0],
                   "Stable": [True, True, False]}).to_csv(online, index=False)
     of_peak = {k: v for k, v in RATE.items() if k != "rates"} | {"rates_of_peak": [0.5, 1.2]}
-    got = rate_step.offered(of_peak, online)
+    got = open_loop.offered(of_peak, online)
     assert got["rates"] == [250.0, 600.0] and got["online_peak_requests_per_s"] == 500.0
     pd.DataFrame({"Inferences/Second": [600.0], "Stable": [False]}).to_csv(online, index=False)
     with pytest.raises(ValueError, match="no stable level"):
-        rate_step.offered({"batch_size": 2, "rates_of_peak": [0.5]}, online)
-    assert rate_step.offered(RATE, None) is RATE  # rates given: as they are
+        open_loop.offered({"batch_size": 2, "rates_of_peak": [0.5]}, online)
+    assert open_loop.offered(RATE, None) is RATE  # rates given: as they are
 
 
 @pytest.fixture
@@ -59,12 +60,12 @@ def stand_in(monkeypatch):
     def quiet(*args, **kwargs):
         yield SimpleNamespace(result={"contended": False})
 
-    monkeypatch.setattr(rate_step.telemetry, "Telemetry", quiet)
-    monkeypatch.setattr(rate_step, "HostLoad", quiet)
-    monkeypatch.setattr(rate_step.serving, "executions_by_batch", lambda s, m: {2: 10})
-    monkeypatch.setattr(rate_step.serving, "formed_since", lambda s, m, before: {2: 6})
+    monkeypatch.setattr(sweep_level.telemetry, "Telemetry", quiet)
+    monkeypatch.setattr(sweep_level, "HostLoad", quiet)
+    monkeypatch.setattr(sweep_level, "executions_by_batch", lambda s, m: {2: 10})
+    monkeypatch.setattr(sweep_level, "formed_since", lambda s, m, before: {2: 6})
     drained = []
-    monkeypatch.setattr(rate_step, "_drain", lambda server, model: drained.append(model))
+    monkeypatch.setattr(open_loop, "_drain", lambda server, model: drained.append(model))
     return SimpleNamespace(pids=[], settings_changed=lambda: {}, drained=drained)
 
 
@@ -83,8 +84,8 @@ def test_a_level_from_perf_analyzers_real_export(tmp_path, stand_in, monkeypatch
         shutil.copy(DATA / "rate_200_export.json", export)
         return measured | {"Stable": True}
 
-    monkeypatch.setattr(rate_step.perf_analyzer, "measure", measure)
-    level, report = rate_step._level(SPEC, stand_in, row, tmp_path / "d.json", tmp_path,
+    monkeypatch.setattr(open_loop.perf_analyzer, "measure", measure)
+    level, report = open_loop._level(SPEC, stand_in, row, tmp_path / "d.json", tmp_path,
                                      None, {"device": "cpu"}, budget=20)
     assert level[SENT] == pytest.approx(5 / 1.06634366)
     assert level[ACHIEVED] == pytest.approx(6 / 1.067195838)
@@ -95,7 +96,7 @@ def test_a_level_from_perf_analyzers_real_export(tmp_path, stand_in, monkeypatch
     assert report["executions_by_batch"] == {2: 6} and report["requests"] == 6
     assert not (tmp_path / "export_r5.json").exists()  # read, then deleted
     # offered 200/s, the same requests: the load generator fell behind (213 expected)
-    level, _ = rate_step._level(SPEC, stand_in, row._replace(rate=200.0),
+    level, _ = open_loop._level(SPEC, stand_in, row._replace(rate=200.0),
                                 tmp_path / "d.json", tmp_path, None, {"device": "cpu"}, 20)
     assert level[WITHIN] is False
 
@@ -105,12 +106,12 @@ def test_a_level_perf_analyzer_gave_nothing_for_is_beyond_the_budget(tmp_path, s
     def refused(*args, **kwargs):
         raise perf_analyzer.PerfError("connections refused", exit_code=99)
 
-    monkeypatch.setattr(rate_step.perf_analyzer, "measure", refused)
-    level, report = rate_step._level(SPEC, stand_in, Row(2, 0, "none", "m", rate=6000.0),
+    monkeypatch.setattr(open_loop.perf_analyzer, "measure", refused)
+    level, report = open_loop._level(SPEC, stand_in, Row(2, 0, "none", "m", rate=6000.0),
                                      tmp_path / "d.json", tmp_path, None,
                                      {"device": "cpu"}, budget=20)
     assert level[WITHIN] is False and level["Stable"] is False and level[OFFERED] == 6000.0
-    assert level[rate_step.FAILED] == ("made perf_analyzer fail (exit code 99: rate.json "
+    assert level[open_loop.FAILED] == ("made perf_analyzer fail (exit code 99: rate.json "
                                        "holds its error)")
     assert report["error"] == "connections refused" and stand_in.drained == ["m"]
 
@@ -132,11 +133,11 @@ def test_the_step_bisects_between_its_rates_and_writes_what_it_measured(tmp_path
                  WITHIN: not slow}
         return found, {"offered": row.rate}
 
-    monkeypatch.setattr(rate_step.serving, "warmed_server", warmed)
-    monkeypatch.setattr(rate_step.perf_analyzer, "warm_up", lambda *a: None)
-    monkeypatch.setattr(rate_step, "_level", level)
+    monkeypatch.setattr(open_loop.serving, "warmed_server", warmed)
+    monkeypatch.setattr(open_loop.perf_analyzer, "warm_up", lambda *a: None)
+    monkeypatch.setattr(open_loop, "_level", level)
     out_csv, out_json = tmp_path / "rate.csv", tmp_path / "rate.json"
-    rate_step.rate(SPEC, tmp_path / "repo", tmp_path / "perf", [], out_csv, out_json,
+    open_loop.rate(SPEC, tmp_path / "repo", tmp_path / "perf", [], out_csv, out_json,
                    tmp_path / "perf.log", tmp_path / "server.log")
     table = pd.read_csv(out_csv)
     assert table[OFFERED].tolist() == [50.0, 225.0, 312.5, 400.0]
@@ -154,7 +155,7 @@ def test_a_levels_report_and_what_it_asked_of_the_server(tmp_path, stand_in, mon
     row = Row(2, 0, "none", "m", rate=5.0, distribution="poisson")
     measured = perf_analyzer.parse_csv((DATA / "rate_200.csv").read_text(), row)
     asked = []
-    monkeypatch.setattr(rate_step.serving, "formed_since", lambda s, m, before: asked.append(
+    monkeypatch.setattr(sweep_level, "formed_since", lambda s, m, before: asked.append(
         (s, m, before)) or {2: 6})
 
     def measure(spec, scenario, server, row, data, work, log, export, timeout_s):
@@ -162,9 +163,9 @@ def test_a_levels_report_and_what_it_asked_of_the_server(tmp_path, stand_in, mon
         shutil.copy(DATA / "rate_200_export.json", export)
         return measured | {"Stable": True}
 
-    monkeypatch.setattr(rate_step.perf_analyzer, "measure", measure)
+    monkeypatch.setattr(open_loop.perf_analyzer, "measure", measure)
     spec = {**SPEC, "model": {**SPEC["model"], "rate": {**RATE, "level_timeout_s": 33}}}
-    level, report = rate_step._level(spec, stand_in, row, tmp_path / "d.json", tmp_path,
+    level, report = open_loop._level(spec, stand_in, row, tmp_path / "d.json", tmp_path,
                                      "LOG", {"device": "cpu"}, budget=20)
     assert asked == [("rate", stand_in, 33, "LOG"), (stand_in, "m", {2: 10})]
     assert level["Distribution"] == "poisson"
@@ -176,9 +177,9 @@ def test_a_levels_report_and_what_it_asked_of_the_server(tmp_path, stand_in, mon
     def late(*args, **kwargs):
         raise perf_analyzer.PerfTimeout("no answer in 33 s")
 
-    monkeypatch.setattr(rate_step.perf_analyzer, "measure", late)
-    level, report = rate_step._level(spec, stand_in, row, tmp_path / "d.json", tmp_path,
+    monkeypatch.setattr(open_loop.perf_analyzer, "measure", late)
+    level, report = open_loop._level(spec, stand_in, row, tmp_path / "d.json", tmp_path,
                                      None, {"device": "cpu"}, budget=20)
-    assert level[rate_step.FAILED] == "did not finish in time" and level["Batch"] == 2
+    assert level[open_loop.FAILED] == "did not finish in time" and level["Batch"] == 2
     assert report == {"offered": 5.0, "error": "no answer in 33 s",
                       "host_load": {"contended": False, "foreign_requests": None}}

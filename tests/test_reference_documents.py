@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from deploybench import reference_tables
+import reference_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ROOT.parent / "shared" / "seeds"
@@ -127,7 +126,7 @@ def test_the_excerpts_are_the_documents_own_lines():
 @needs_documents
 def test_committed_table_is_a_fresh_parse(all_documents):
     assert COMMITTED.read_text() == reference_tables.to_csv_text(all_documents), (
-        "stale: python -m deploybench.reference_tables ../shared/seeds "
+        "stale: python scripts/results_tools/reference_tables.py ../shared/seeds "
         "config/reference/tables.csv")
 
 

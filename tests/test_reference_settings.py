@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from deploybench.config import ConfigError, Settings
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
 
 
 @pytest.mark.parametrize("model", ["dlrm", "dcnv2"])
@@ -161,7 +162,7 @@ def test_every_published_table_dry_runs_to_the_configuration_that_reproduces_it(
 
     import pandas as pd
 
-    from deploybench.tables import REFERENCE_SERIES, reference_series
+    from deploybench.records.tables import REFERENCE_SERIES, reference_series
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     published = pd.read_csv(ROOT / "config/reference/tables.csv", low_memory=False)

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from deploybench import reference_tables
+import reference_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +89,7 @@ def test_numeric_filters_match_the_tables_numbers():
 def test_the_model_report_lists_where_a_model_is_not_run_as_its_reference(tmp_path):
     import yaml
 
-    from deploybench.config import Settings
+    from deploybench.settings.resolve import Settings
     from deploybench.steps.report import model_report
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
@@ -121,8 +120,8 @@ def test_the_model_report_lists_where_a_model_is_not_run_as_its_reference(tmp_pa
 
 
 def test_latencies_sit_beside_the_published_ones_on_batch_and_concurrency():
+    from deploybench.records.tables import COMPONENTS, read_perf
     from deploybench.reporting.reference import reference_latencies
-    from deploybench.tables import COMPONENTS, read_perf
 
     folder = ROOT / "results/tft/h100/first-runs-2026-11-22/ts-trace-cg_fp16"
     tables = ROOT / "config/reference/tables.csv"
@@ -229,9 +228,9 @@ def test_frontier_lines_are_the_measured_sweeps_beside_the_published_ones():
     H100 (no published row of its own) beside every published table, dashed."""
     import yaml
 
-    from deploybench.config import Settings
+    from deploybench.records.tables import COMPONENTS, read_perf
     from deploybench.reporting.reference import frontier_lines
-    from deploybench.tables import COMPONENTS, read_perf
+    from deploybench.settings.resolve import Settings
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     folder = ROOT / "results/tft/h100/first-runs-2026-11-22/ts-trace-cg_fp16"
@@ -350,7 +349,7 @@ def test_the_h100_reference_run_plans_every_pair_the_h100_can_run(tmp_path):
     import yaml
 
     from conftest import planned_jobs, snakemake
-    from deploybench.config import Settings
+    from deploybench.settings.resolve import Settings
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     runnable = {(model, pair) for model in settings.models
@@ -398,7 +397,7 @@ def test_cpu_results_are_named_with_how_they_ran_otherwise_not_put_beside(tmp_pa
     report names each with its differences, and its H200 columns stand there alone."""
     import yaml
 
-    from deploybench.config import Settings
+    from deploybench.settings.resolve import Settings
     from deploybench.steps.report import model_report
 
     settings = Settings(yaml.safe_load((ROOT / "config/config.yaml").read_text()))

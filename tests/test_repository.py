@@ -11,7 +11,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from conftest import ROOT, main_config, snakemake
 from deploybench.backends import BACKENDS, is_ensemble
-from deploybench.config import Settings
+from deploybench.settings.resolve import Settings
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, repository, signature
 from tensorrt_stand_in import StandInTensorRT, stand_in_plan

@@ -12,7 +12,7 @@ import pytest
 import results_archive as ra
 
 from conftest import ROOT
-from deploybench import atomic
+from deploybench.records import atomic
 
 # the tree travels to a lent GPU machine with each call, beside the 40 MiB offline bundle
 # or a 40 MiB part of onnxruntime-gpu's, within the 64 MiB a call carries

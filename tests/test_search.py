@@ -20,10 +20,12 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from conftest import ROOT, copy_build, main_config, planned_jobs, snakemake
-from deploybench import search, sweeps
-from deploybench.config import ConfigError, Settings
+from deploybench import search
 from deploybench.reporting.search_report import summary
+from deploybench.settings.config import ConfigError
+from deploybench.settings.resolve import Settings
 from deploybench.steps.search import search_point
+from deploybench.sweeps import closed_loop
 from deploybench.triton.install import InstallMissing
 from deploybench.triton.perf_analyzer import PerfError
 from deploybench.triton.server import ServerError
@@ -238,7 +240,7 @@ def test_only_a_points_own_failure_is_recorded(tmp_path, monkeypatch, error, rec
         (tmp_path / "online.csv").write_text("partial")  # a failed run's leftovers
         raise error
 
-    monkeypatch.setattr(sweeps, "online", online)
+    monkeypatch.setattr(closed_loop, "online", online)
     spec = {"search_point": {"name": "i2", "values": {"instances": 2}, "scenarios": ["online"]},
             "model": {"triton": TRITON}, "key": {"model": "m"}}
     repository = tmp_path / "model_repository"

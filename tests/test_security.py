@@ -17,9 +17,9 @@ import yaml
 
 from conftest import ROOT, corrupt_tensor_bytes, main_config, snakemake
 from deploybench import plugins
-from deploybench.config import Settings
-from deploybench.config_files import ConfigError, load_yaml
 from deploybench.models import bert, fastpitch, tft
+from deploybench.settings.config_files import ConfigError, load_yaml
+from deploybench.settings.resolve import Settings
 
 TFT_TINY = yaml.safe_load((ROOT / "tests/config/models/tft-tiny.yaml").read_text())["hparams"]
 

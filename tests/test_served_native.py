@@ -6,8 +6,8 @@ import json
 
 import pandas as pd
 
+from deploybench.records.tables import COMPONENT_SUM, DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT
 from deploybench.reporting.served_native import at_max_batch, served_vs_native
-from deploybench.tables import COMPONENT_SUM, DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT
 
 PROV = {"device": "GPU-1", "server": {"served_by": "deploybench"}}
 

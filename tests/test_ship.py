@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from deploybench.records.tables import LATENCY_COLUMNS
 from deploybench.reporting.ship import candidates, ship_page
-from deploybench.tables import LATENCY_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ["Batch", "Concurrency", "Inferences/Second", "p99 latency (ms)", "Shared memory",

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, snakemake
-from deploybench.cluster import DEVICE_GROUP
+from deploybench.settings.cluster import DEVICE_GROUP
 
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "sinfo", "scancel")
 STANDIN = ROOT / "tests" / "config" / "slurm.yaml"

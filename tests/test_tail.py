@@ -1,12 +1,12 @@
-"""Every request's tail (deploybench.tail): the 95 % intervals cover the true percentile of
-a known distribution about 95 % of the time, p99's too, and are as narrow as that allows;
-an end too few requests can bound is None, never a made-up bound."""
+"""Every request's tail (deploybench.records.tail): the 95 % intervals cover the true
+percentile of a known distribution about 95 % of the time, p99's too, and are as narrow as
+that allows; an end too few requests can bound is None, never a made-up bound."""
 
 import numpy as np
 import pytest
 from scipy.stats import binom
 
-from deploybench import tail
+from deploybench.records import tail
 
 # Exponential latencies of mean 1 ms: the q-quantile is -ln(1 - q)
 TRUE_MS = {"p50": np.log(2), "p90": np.log(10), "p99": np.log(100)}

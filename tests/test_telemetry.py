@@ -16,7 +16,7 @@ import pytest
 from deploybench.measurement import telemetry
 from deploybench.measurement.host_load import HostLoad
 from deploybench.measurement.telemetry import Telemetry
-from deploybench.tables import (
+from deploybench.records.tables import (
     ENERGY_PER_INFERENCE,
     GPU_TELEMETRY,
     INFERENCES_PER_WATT,

@@ -10,7 +10,8 @@ from conftest import needs
 tf = needs("tensorflow")
 keras = needs("keras")
 
-from deploybench import keras_export, runners  # noqa: E402
+from deploybench import runners  # noqa: E402
+from deploybench.source import keras_export  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
 from deploybench.triton import repository, signature  # noqa: E402
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from deploybench.measurement import locks
-from deploybench.tables import THROUGHPUT
+from deploybench.records.tables import THROUGHPUT
 from deploybench.triton import config as triton_config
 from deploybench.triton import install, repository
 from deploybench.triton.client import infer_all
@@ -150,8 +150,8 @@ def test_online_windows_hold_min_requests_and_are_lengthened_to_min_duration(mod
     """Count windows are raised to a third of perf.min_requests online (not offline); a
     level whose kept windows fell short of min_requests or min_duration_s is measured
     again with windows long enough for both at the rate it measured."""
-    from deploybench.sweeps import _lengthened
-    from deploybench.tail import KEPT_WINDOWS
+    from deploybench.records.tail import KEPT_WINDOWS
+    from deploybench.sweeps.closed_loop import _lengthened
     from deploybench.triton import perf_analyzer
 
     scenario = {"measurement_request_count": 10}
@@ -341,7 +341,7 @@ def test_a_profile_export_past_its_memory_is_dropped_and_the_level_measured_with
     """perf_analyzer's profile export holds every response in memory (a FastPitch level on
     an H100 grew it past 128 GiB): past its limit, perf_analyzer is killed and the level
     measured again without the export, which the row records."""
-    from deploybench.sweeps import tail_columns
+    from deploybench.sweeps.closed_loop import tail_columns
     from deploybench.triton import perf_analyzer
 
     work, _ = toy_repo

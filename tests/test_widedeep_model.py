@@ -16,11 +16,12 @@ from conftest import main_config, needs
 tf = needs("tensorflow")
 keras = needs("keras")
 
-from deploybench import keras_export, runners  # noqa: E402
-from deploybench.config import Settings  # noqa: E402
+from deploybench import runners  # noqa: E402
 from deploybench.models import widedeep  # noqa: E402
 from deploybench.models.widedeep import data as widedeep_data  # noqa: E402
 from deploybench.models.widedeep.net import DeepEmbeddings, WideLinear  # noqa: E402
+from deploybench.settings.resolve import Settings  # noqa: E402
+from deploybench.source import keras_export  # noqa: E402
 from deploybench.triton import config as triton_config  # noqa: E402
 
 ROOT = Path(__file__).parent.parent

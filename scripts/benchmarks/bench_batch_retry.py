@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from deploybench.tables import THROUGHPUT
+from deploybench.records.tables import THROUGHPUT
 from deploybench.triton import cpp_backend, install, perf_analyzer, repository
 from deploybench.triton.server import TritonServer
 

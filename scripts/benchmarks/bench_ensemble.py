@@ -29,8 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from deploybench import source_model
-from deploybench.config import Settings, settings_of
 from deploybench.ensemble import metrics as ensemble_metrics
 from deploybench.ensemble import parts as ensemble_parts
 from deploybench.ensemble import repository as ensemble_repository
@@ -42,6 +40,8 @@ from deploybench.runners.embeddings import (
     fused_keys,
     table_offsets,
 )
+from deploybench.settings.resolve import Settings, settings_of
+from deploybench.source import model as source_model
 from deploybench.tensors import numpy_dtype
 from deploybench.triton import install
 from deploybench.triton.config import EMB_KEY, EMB_N_KEY

@@ -38,10 +38,10 @@ from pathlib import Path
 import pandas as pd
 
 from deploybench.backends import BACKENDS as BACKENDS_BY_KEY
-from deploybench.measurement.provenance import DifferentDevices
+from deploybench.records.facts import DifferentDevices
+from deploybench.records.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf
 from deploybench.reporting.markdown import markdown_table
 from deploybench.reporting.served_native import served_vs_native
-from deploybench.tables import SERVED_BY, SHARED_MEMORY, THROUGHPUT, read_perf
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import yaml
 
-from deploybench import layout
-from deploybench.config import Settings, deep_merge
+from deploybench.records import layout
+from deploybench.settings.config import deep_merge
+from deploybench.settings.resolve import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

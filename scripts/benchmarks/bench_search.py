@@ -37,10 +37,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from deploybench import layout
 from deploybench import search as configuration_search
+from deploybench.records import layout
+from deploybench.records.tables import read_perf
 from deploybench.steps.search import point_rows
-from deploybench.tables import read_perf
 
 ROOT = Path(__file__).resolve().parents[2]
 

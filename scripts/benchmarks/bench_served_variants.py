@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from deploybench import layout
-from deploybench.config import settings_of
+from deploybench.records import layout
+from deploybench.records.tables import THROUGHPUT
 from deploybench.serving import warmed_server
-from deploybench.tables import THROUGHPUT
+from deploybench.settings.resolve import settings_of
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, perf_analyzer
 from deploybench.triton import repository as triton_repository

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from .runners.quantization import SCHEMES
 
 # Exported formats: source model -> file, FP32 unless a model's `export.precision` says
-# otherwise (config.Settings.export_precision).
+# otherwise (config.Configuration.export_precision).
 EXPORT_ARTIFACTS = {"onnx": "model.onnx", "ts-trace": "model.pt", "ts-script": "model.pt",
                     "torch-export": "model.pt2",  # torch.export's program (ExportedProgram)
                     "tf-savedmodel": "model.savedmodel",  # a SavedModel is a folder

@@ -27,9 +27,9 @@ import yaml
 
 from . import add_model as user_model
 from .backends import PRECISIONS
-from .config import settings_of
-from .config_files import ConfigError
 from .reporting.ship import budget_of, ship_page
+from .settings.config_files import ConfigError
+from .settings.resolve import settings_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"

@@ -28,10 +28,11 @@ from collections.abc import Callable
 from functools import cache
 
 from .backends import BACKENDS
-from .config import ConfigError, Settings, deep_merge
-from .deployments import gpu_count, per_batch
-from .run_facts import shared_memory_modes
-from .step_specs import step_spec
+from .settings.config import ConfigError, deep_merge
+from .settings.deployments import gpu_count, per_batch
+from .settings.resolve import Settings
+from .settings.run_facts import shared_memory_modes
+from .settings.step_specs import step_spec
 
 # dimension (a `triton` setting) -> its letter in a point's name, in naming order
 DIMENSIONS = {"instances": "i", "max_queue_delay_us": "q", "preferred_batch_sizes": "p",

@@ -1,14 +1,10 @@
 """A running Triton with a run's model loaded, for the steps that measure on it
 (accuracy, offline, online, rate, floor): device check, install, scenario, server,
-provenance; warmed up as a scenario measures it (warmed_server); a scenario's table and
-JSON written whole, with their dated copies (write)."""
+provenance; warmed up as a scenario measures it (warmed_server)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -16,31 +12,17 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import tritonclient.http as httpclient
 
-from . import artifacts, atomic, deployments, layout
+from . import artifacts
 from .measurement import device, isolation, locks, provenance
+from .settings import deployments
 from .tensors import numpy_dtype
 from .triton import config as triton_config
 from .triton import install, perf_failures
 from .triton.client import warm_up
-from .triton.perf_analyzer import FOREIGN
 from .triton.remote import RemoteServer
 from .triton.server import TritonServer, server_flags
-
-
-def archive(*paths: Path) -> None:
-    """Keep a dated copy of a finished measurement under history/: Snakemake deletes a
-    job's old outputs when it re-runs it, and a failed re-run must not lose them."""
-    stamp = dt.datetime.now(dt.timezone.utc).strftime(layout.STAMP_FORMAT)
-    for path in paths:
-        # on disk before its name: a full disk leaves no short file that passes for a copy
-        with atomic.output(layout.history_copy(path, stamp)) as tmp, \
-                open(path, "rb") as src, open(tmp, "wb") as dest:
-            shutil.copyfileobj(src, dest)
-            dest.flush()
-            os.fsync(dest.fileno())
 
 
 @contextmanager
@@ -54,8 +36,8 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
         return
     cfg = run["server"]
     repo = Path(config_pbtxt).parent.parent
-    with device.claim(run, count=device.deployment_gpus(run)) as claimed, \
-            tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch:
+    with (device.claim(run, count=device.deployment_gpus(run)) as claimed,
+          tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch):
         checked, held = claimed.checked, claimed.held
         triton = install.for_server(cfg)  # after the claim: a docker server gets its GPU
         # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.
@@ -102,51 +84,6 @@ def remote_served(run: dict, config_pbtxt: Path, server_log: Path):
         yield server, {**provenance.collect(run, server.metadata(), checked,
                                             server.describe(config)),
                        "device_lock": held.record}
-
-
-def interference(server, runs: list[dict], load: dict) -> dict:
-    """A level's host load (deploybench.measurement.host_load) with what reached its server besides
-    the measurement: requests perf_analyzer did not send, changes to the server's log or
-    trace settings. Either flags the level as contention does. (A server in a network
-    namespace of its own, deploybench.measurement.isolation, can be reached by no one else.)"""
-    counted = [r[FOREIGN] for r in runs if r.get(FOREIGN) is not None]
-    changed = server.settings_changed()
-    foreign = max(counted) if counted else None
-    return {**load, "foreign_requests": foreign,
-            **({"server_settings_changed": changed} if changed else {}),
-            "contended": bool(load.get("contended") or foreign or changed)}
-
-
-def executions_by_batch(server: TritonServer, model: str) -> dict[int, int]:
-    """Triton's executions of `model` so far, by the batch size they ran at (its
-    statistics: what the dynamic batcher formed, counted since the server started)."""
-    with closing(httpclient.InferenceServerClient(server.http_url)) as client:
-        stats = client.get_inference_statistics(server.served_name(model),
-                                                 server.version)["model_stats"]
-    return {int(b["batch_size"]): int(b["compute_infer"]["count"])
-            for s in stats for b in s.get("batch_stats", [])}
-
-
-def formed_since(server: TritonServer, model: str, before: dict[int, int]) -> dict[int, int]:
-    """The executions by batch size since `before` (executions_by_batch then), nonzero."""
-    now = executions_by_batch(server, model)
-    return {b: n - before.get(b, 0) for b, n in sorted(now.items()) if n - before.get(b, 0)}
-
-
-def cache_report(server: TritonServer) -> dict:
-    """The sparse model's hit-rate counters of an ensemble (empty for a single model)."""
-    return artifacts.cache_report(server.metrics())
-
-
-def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> None:
-    """A scenario's table and JSON, both whole or neither, and their dated copies; none
-    where the step's device lock was split meanwhile (device.verify_held)."""
-    device.verify_held()
-    with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
-        table.round(4).to_csv(tmp_csv, index=False)
-        tmp_json.write_text(atomic.json_text(report))
-    archive(out_csv, out_json)
-    print(table.to_string(index=False))
 
 
 @contextmanager

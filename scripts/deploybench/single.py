@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import atomic, deployments, runners
+from . import runners
 from .backends import EXPORT_PRECISION, export_precision
-from .files import copy_artifact
+from .records import atomic
+from .records.files import copy_artifact
+from .settings import deployments
 from .triton import repository as triton_repository
 
 
@@ -52,7 +54,7 @@ def convert(run: dict, exported: Path, out: Path, sparse: Path | None = None) ->
     export where the conversion would only cast an FP32 one to FP16). A single model has
     no `sparse` part."""
     runner = run["backend"]["runner"]
-    # an FP16 export serves only FP16 runs (config.Settings.export_precision): no second cast
+    # an FP16 export serves only FP16 runs (config.Configuration.export_precision): no second cast
     as_exported = (export_precision(run) != EXPORT_PRECISION
                    and runners.RUNNERS[runner].casts_only)
     with atomic.output(out) as tmp:

@@ -69,7 +69,7 @@ if [ -d "$dest/onnxruntime-gpu" ]; then
     front="$dest/onnxruntime-gpu:$front"
     server_front="$dest/onnxruntime-gpu:$server_front"
 fi
-# on the path of the Keras models' build steps alone (deploybench.source_model)
+# on the path of the Keras models' build steps alone (deploybench.source.model)
 if [ -d "$dest/tensorflow-cpu" ]; then export DEPLOYBENCH_TENSORFLOW_SITE="$dest/tensorflow-cpu"; fi
 case ":${PYTHONPATH:-}:" in
     *":$dest/site:"*) ;;  # sourced twice: once on the paths is enough

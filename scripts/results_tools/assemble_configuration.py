@@ -25,12 +25,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from deploybench import atomic, layout, source_model
-from deploybench.config import settings_of
-from deploybench.config_files import ConfigError
+from deploybench.records import atomic, layout
 from deploybench.reporting.configuration_report import configuration_page
-from deploybench.run_facts import serves_online
-from deploybench.scenarios import own_server, serves_rate
+from deploybench.settings.config_files import ConfigError
+from deploybench.settings.resolve import settings_of
+from deploybench.settings.run_facts import serves_online
+from deploybench.settings.scenarios import own_server, serves_rate
+from deploybench.source import model as source_model
 from deploybench.steps import report
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import atomic, plugins, single, source_model
-from ..files import link_tree
+from .. import plugins, single
+from ..records import atomic
+from ..records.files import link_tree
 from ..runners.embeddings import METADATA, RANKING, STORAGE, HierarchicalEmbeddings
+from ..source import model as source_model
 from . import requests
 from .parts import (
     DENSE,

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import plugins
 from ..backends import BACKENDS
 from ..runners.embeddings import METADATA
-from ..step_specs import store_settings
+from ..settings.step_specs import store_settings
 
 SPARSE, DENSE = "sparse", "dense"
 

@@ -14,7 +14,7 @@ import copy
 import json
 from pathlib import Path
 
-from ..files import link_tree
+from ..records.files import link_tree
 from ..triton import config as triton_config
 from ..triton import cpp_backend
 from ..triton import repository as triton_repository

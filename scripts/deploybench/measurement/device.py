@@ -9,34 +9,13 @@ import subprocess
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from ..backends import BACKENDS, is_ensemble
-from ..deployments import gpu_count
+from ..settings.deployments import gpu_count
+from ..settings.run_facts import runs_on_device
 from . import locks
 
 
 class DeviceMismatch(RuntimeError):
     """The GPU key of a target does not match this machine."""
-
-
-# Steps that run on the keyed device (and check it is there); the others run anywhere.
-DEVICE_STEPS = ("conversion_check", "native", "accuracy", "offline", "online", "floor")
-
-
-def may_run_on_device(step: str) -> bool:
-    """Whether `step` runs on the keyed device for some run (see runs_on_device)."""
-    return step in DEVICE_STEPS or step == "convert"
-
-
-def runs_on_device(run: dict, step: str) -> bool:
-    """Whether `step` of a run needs the run's device: the steps above, and a conversion
-    that builds a TensorRT engine or casts to FP16 (on the device)."""
-    if step == "convert":
-        from ..runners import RUNNERS  # numpy: not imported before a step isolates itself
-
-        runner = (BACKENDS[run["backend"]["dense"]].runner  # an ensemble converts its dense part
-                  if is_ensemble(run) else run["backend"]["runner"])
-        return RUNNERS[runner].builds_on_device or run["precision"] != "fp32"
-    return step in DEVICE_STEPS
 
 
 def query_gpus(fields: str) -> list[list[str]]:

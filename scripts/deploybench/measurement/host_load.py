@@ -12,14 +12,8 @@ import time
 
 import psutil
 
+from ..records.facts import CONTENDED_SHARE
 from . import nvml
-
-# Other processes' CPU over a measurement, in cores per CPU the step may run on, from which
-# it is flagged: 0.25 of a core on a 2-CPU host, where an overlapping idle server took 0.41
-# and quiet levels read at most 0.14 (76 committed); 2 cores on a 16-CPU GPU host, where
-# quiet online sweeps read 0.3-0.45 (loopback interrupts, kernel threads: outside the
-# step's tree; an overlapping server there shows on its GPU).
-CONTENDED_SHARE = 1 / 8
 
 
 def contended_cpu(other_cores: float, cpus: int) -> bool:
@@ -147,25 +141,3 @@ def _union(start: list[dict] | str, end: list[dict] | str) -> list[dict] | str:
             if (entry.get("used_mib") or 0) > (kept.get("used_mib") or 0):
                 merged[entry["pid"]] = entry
     return sorted(merged.values(), key=lambda p: p["pid"])
-
-
-def of_level(entry: dict, level: dict) -> bool:
-    """Whether a JSON's per-level entry (host_load, repeats) is of `level` (column ->
-    value; 4 and 4.0 alike)."""
-    return all(_value(entry.get(k)) == _value(v) for k, v in level.items())
-
-
-def _value(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def contended(report: dict, level: dict) -> bool:
-    """Whether a step's JSON records `level` as measured under contention: native records
-    one host load for its whole run, the other scenarios one a level."""
-    load = report.get("host_load")
-    if isinstance(load, dict):
-        return bool(load.get("contended"))
-    return any(of_level(entry, level) and entry.get("contended") for entry in load or [])

@@ -15,7 +15,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from .. import atomic, layout
+from ..records import atomic, layout
 from .device import measured_device, query_gpus
 
 PROJECT = Path(__file__).resolve().parents[3]
@@ -182,19 +182,6 @@ def keep_packages() -> str:
         with atomic.output(path) as tmp:
             tmp.write_text(text)
     return sha
-
-
-class DifferentDevices(ValueError):
-    """Two measurements to be compared were made on different devices."""
-
-
-def same_device(a: dict, b: dict) -> str | None:
-    """None when two provenances were measured on one device (the host, the device the
-    step used: a GPU's UUID or "cpu", the CPU model; fields both record), else what
-    differs: served/native across two machines would compare the machines."""
-    differ = [f"{k} {a[k]!r} against {b[k]!r}" for k in ("host", "device", "cpu")
-              if a.get(k) is not None and b.get(k) is not None and a[k] != b[k]]
-    return "measured on different devices: " + "; ".join(differ) if differ else None
 
 
 def collect(run: dict, server_metadata: dict | None = None, device_check: dict | None = None,

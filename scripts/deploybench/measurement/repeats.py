@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tables import THROUGHPUT
+from ..records.tables import THROUGHPUT
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95

@@ -22,7 +22,7 @@ import time
 import pandas as pd
 import psutil
 
-from ..tables import (
+from ..records.tables import (
     CPU_MAX,
     CPU_MEAN,
     ENERGY_PER_INFERENCE,

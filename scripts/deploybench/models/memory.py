@@ -1,4 +1,4 @@
-"""Whether a model's batches fit its device, decided while planning (deploybench.config; no
+"""Whether a model's batches fit its device, decided while planning (deploybench.settings.config; no
 torch): a batch's inputs and outputs, and what the model's forward pass holds per sample
 beyond them (its working memory), a lower bound from the hyper-parameters of the plug-ins
 whose network is known here (a plug-in without an estimate counts its inputs and outputs

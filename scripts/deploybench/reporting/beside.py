@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..tables import reference_rows
+from ..records.tables import reference_rows
 from .headline import served_by
 from .markdown import markdown_table
 from .protocol import differences

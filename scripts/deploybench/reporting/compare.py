@@ -1,5 +1,5 @@
 """Regression reports: a configuration's current measurements against a baseline
-(deploybench.baseline), level by level, a change counted only beyond the measured noise,
+(deploybench.records.baseline), level by level, a change counted only beyond the measured noise,
 with what differs in what they ran on; and one report per model summarising them.
 
 Noise, per side and level: the larger of the stability criterion the runs used
@@ -16,10 +16,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import baseline, layout
-from ..measurement import host_load
-from ..measurement.host_load import CONTENDED_SHARE
-from ..tables import DEVICE_THROUGHPUT, SHARED_MEMORY, STABLE, THROUGHPUT, WINDOW_SPREAD, read_perf
+from ..records import baseline, facts, layout
+from ..records.facts import CONTENDED_SHARE
+from ..records.tables import (
+    DEVICE_THROUGHPUT,
+    SHARED_MEMORY,
+    STABLE,
+    THROUGHPUT,
+    WINDOW_SPREAD,
+    read_perf,
+)
 from .markdown import PERF_ANALYZER_STABILITY, markdown_table
 
 LEVEL = {"offline": ["Batch", "Concurrency", SHARED_MEMORY],
@@ -52,7 +58,7 @@ def noise(report: dict, level: dict, value: float, stability: float | None = Non
     settings = report.get("perf_analyzer_settings", {})
     pct = float(settings.get("stability_percentage", stability or PERF_ANALYZER_STABILITY))
     for entry in report.get("repeats", []):
-        if host_load.of_level(entry, level) and value > 0:
+        if facts.of_level(entry, level) and value > 0:
             low, high = entry["ci95"]
             pct = max(pct, (value - low) / value * 100, (high - value) / value * 100)
     return round(pct, 2)
@@ -131,7 +137,7 @@ def _verdict(name: str, row: pd.Series, level: dict, reports: list[dict], out: d
     sides = {"both": ("baseline", "current"), "left_only": ("baseline",),
              "right_only": ("current",)}[row["_merge"]]
     contended = ", ".join(side for side, report in zip(("baseline", "current"), reports)
-                          if side in sides and host_load.contended(report, level))
+                          if side in sides and facts.contended(report, level))
     if row["_merge"] != "both":
         for metric in METRICS[name]:
             for side, suffix in (("baseline", "base"), ("current", "now")):

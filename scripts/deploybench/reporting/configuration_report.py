@@ -8,14 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import tail
 from ..backends import export_precision
-from ..deployments import gpu_count
-from ..measurement.host_load import CONTENDED_SHARE
-from ..run_facts import online_refusal, serves_online
-from ..scenarios import step_refusal
-from ..step_specs import store_settings
-from ..tables import (
+from ..records import tail
+from ..records.facts import CONTENDED_SHARE
+from ..records.tables import (
     SHARED_MEMORY,
     STABLE,
     TELEMETRY_COLUMNS,
@@ -23,6 +19,10 @@ from ..tables import (
     measured_columns,
     read_perf,
 )
+from ..settings.deployments import gpu_count
+from ..settings.run_facts import online_refusal, serves_online
+from ..settings.scenarios import step_refusal
+from ..settings.step_specs import store_settings
 from .headline import configuration_headline, configuration_lines, served_by
 from .markdown import (
     PERF_ANALYZER_STABILITY,
@@ -124,7 +124,7 @@ def _online_section(run: dict, files: dict, rel: dict) -> str:
 
 
 def _tail(report: dict, plot: str | None) -> str:
-    """Every request's percentiles of each level (deploybench.tail) and the batches
+    """Every request's percentiles of each level (deploybench.records.tail) and the batches
     Triton formed, where measured."""
     text = ""
     if report.get("tail"):

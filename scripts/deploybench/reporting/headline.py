@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..deployments import gpu_count
-from ..measurement import host_load, provenance
-from ..tables import GATED_KINDS, SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
+from ..records import facts
+from ..records.tables import GATED_KINDS, SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
+from ..settings.deployments import gpu_count
 from .scenario_sources import measured_apart
 from .served_native import RATIO, at_max_batch, left_out, report_of, served_vs_native
 
@@ -71,7 +71,7 @@ def _peak(csv: Path | None) -> dict | None:
             "concurrency": int(row["Concurrency"]), "shared_memory": mode,
             "modes": table[SHARED_MEMORY].nunique(), "p99_ms": float(row["p99 latency (ms)"]),
             "others": {m: float(v) for m, v in others.max().items()},
-            "contended": host_load.contended(report_of(csv), _level(row)),
+            "contended": facts.contended(report_of(csv), _level(row)),
             "unstable": not pd.isna(row[STABLE]) and not bool(row[STABLE])}
 
 
@@ -81,7 +81,7 @@ def _ratio(offline: Path, native: Path | None) -> dict | None:
         return None
     try:
         row = at_max_batch(served_vs_native(offline, native))
-    except provenance.DifferentDevices:
+    except facts.DifferentDevices:
         return {"why": "not computed: served and native ran on different devices"}
     except ValueError:  # no batch of native's beside the offline rows
         return None

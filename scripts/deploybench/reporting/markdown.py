@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..run_facts import DEFAULT_WARMUP_LEVELS
+from ..settings.run_facts import DEFAULT_WARMUP_LEVELS
 
 # perf_analyzer's own stability criterion, which every reference document kept
 PERF_ANALYZER_STABILITY = 10

@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import layout
 from .. import search as configuration_search
 from ..backends import export_precision
-from ..cluster import CPU_KEY
-from ..measurement import provenance
-from ..tables import (
+from ..records import facts, layout
+from ..records.tables import (
     SHARED_MEMORY,
     THROUGHPUT,
     lead_mode,
@@ -23,6 +21,7 @@ from ..tables import (
     read_perf,
     reference_rows,
 )
+from ..settings.cluster import CPU_KEY
 from .beside import NOT_A_REPRODUCTION, columns_beside, hardware_section, otherwise_section
 from .headline import configuration_headline, model_lines
 from .markdown import markdown_table
@@ -169,7 +168,7 @@ def _configuration_row(readme: Path) -> dict:
     gpu, config = where["gpu"], where["name"]
     try:
         ratio = at_max_batch(served_vs_native(folder / "offline.csv", folder / "native.csv"))
-    except provenance.DifferentDevices:  # the configuration's report says why
+    except facts.DifferentDevices:  # the configuration's report says why
         ratio = {"served/native": None, SHARED_MEMORY: "(different devices)"}
     except FileNotFoundError:  # a remote server, or a repository served as it is
         ratio = {"served/native": None, SHARED_MEMORY: "(no native figure)"}

@@ -15,8 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .. import atomic  # noqa: E402
-from ..tables import (  # noqa: E402
+from ..records import atomic  # noqa: E402
+from ..records.tables import (  # noqa: E402
     ACHIEVED,
     COMPONENTS,
     EVERY,

@@ -1,7 +1,7 @@
 """Whether a measured configuration ran as its reference document did: what its scenario
 JSONs recorded against the document's protocol, the parameters its published tables state
 (parsed into config/reference/tables.csv) and, where they state none, its runner's (the
-model config's scenario and Triton settings: `reference.protocol`, config.Settings, which
+model config's scenario and Triton settings: `reference.protocol`, resolve.Settings, which
 tests/test_reference_settings.py holds to the documents' commands). Only a configuration
 that ran so stands beside the published tables; the model report names the others and how
 each differs."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import layout
 from ..backends import export_precision
-from ..tables import reference_rows
+from ..records import layout
+from ..records.tables import reference_rows
 from .markdown import shared_memory, warm_up, windows
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..tables import LATENCY_COLUMNS, OFFERED, P99_CI, TAIL_REQUESTS
-from ..tail import UNBOUNDED, interval_text
+from ..records.tables import LATENCY_COLUMNS, OFFERED, P99_CI, TAIL_REQUESTS
+from ..records.tail import UNBOUNDED, interval_text
 from .markdown import batches_formed, markdown_table
 
 # The configuration report's rate section (one paragraph a line)

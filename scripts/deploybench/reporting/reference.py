@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import layout
 from ..backends import export_precision
-from ..cluster import CPU_KEY
-from ..tables import (
+from ..records import layout
+from ..records.tables import (
     COMPONENT_SUM,
     REFERENCE_SERIES,
     SERVED_BY,
@@ -23,6 +22,7 @@ from ..tables import (
     reference_rows,
     reference_series,
 )
+from ..settings.cluster import CPU_KEY
 from .protocol import SETTINGS, scenarios_ran, setting_text
 from .scenario_sources import measured_apart
 

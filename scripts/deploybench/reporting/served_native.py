@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..measurement import host_load, provenance
-from ..tables import (
+from ..records import facts
+from ..records.tables import (
     DEVICE_THROUGHPUT,
     SERVED_BY,
     SHARED_MEMORY,
@@ -44,10 +44,10 @@ def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
     runner has them). A row whose served or native side alone was contended has no
     ratio (`contended` says which); both contended, alike conditions, keeps it."""
     served_report, native_report = report_of(offline_csv), report_of(native_csv)
-    mismatch = provenance.same_device(served_report.get("provenance", {}),
+    mismatch = facts.same_device(served_report.get("provenance", {}),
                                       native_report.get("provenance", {}))
     if mismatch:
-        raise provenance.DifferentDevices(f"served/native not computed: {mismatch}")
+        raise facts.DifferentDevices(f"served/native not computed: {mismatch}")
     served = read_perf(offline_csv)
     ensemble = SERVED_BY in served and set(served[SERVED_BY].dropna()) == {"ensemble"}
     served = served[["Batch", SHARED_MEMORY, THROUGHPUT]]
@@ -61,8 +61,8 @@ def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:
     served = served.rename(columns={THROUGHPUT: f"{THROUGHPUT} served"})
     served[RATIO] = (served[f"{THROUGHPUT} served"] / served[f"{THROUGHPUT} native"]).round(3)
     served[CONTENDED] = [
-        _sides(host_load.contended(served_report, {"Batch": b, SHARED_MEMORY: mode}),
-               host_load.contended(native_report, {"Batch": b}))
+        _sides(facts.contended(served_report, {"Batch": b, SHARED_MEMORY: mode}),
+               facts.contended(native_report, {"Batch": b}))
         for b, mode in zip(served["Batch"], served[SHARED_MEMORY])]
     if ensemble and native_report.get("timed_from") != "request":
         served[CONTENDED] = UNMATCHED
@@ -101,7 +101,7 @@ def left_out(row: pd.Series) -> str:
 def served_vs_native_table(offline_csv: Path, native_csv: Path) -> str:
     try:
         ratio = served_vs_native(offline_csv, native_csv)
-    except provenance.DifferentDevices as refused:
+    except facts.DifferentDevices as refused:
         return f"**{refused}**"
     missing = [f"batch {r['Batch']} ({r[SHARED_MEMORY]}): {left_out(r)}"
                for _, r in ratio.iterrows() if left_out(r)]

@@ -14,9 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import QUANTIZED
-from ..deployments import gpu_count
-from ..measurement import host_load
-from ..tables import (
+from ..records import facts
+from ..records.tables import (
     ENERGY_PER_INFERENCE,
     GATED_KINDS,
     GPU_UTIL_MEAN,
@@ -25,6 +24,7 @@ from ..tables import (
     accuracy_failures,
     read_perf,
 )
+from ..settings.deployments import gpu_count
 from .headline import configuration_headline, ratio_text, served_by
 from .markdown import markdown_table
 from .served_native import report_of
@@ -61,7 +61,7 @@ def _level(folder: Path, scenario: str, budget_ms: float) -> dict | None:
         "p99_ms": float(row[P99]), "batch": int(row["Batch"]),
         "concurrency": int(row["Concurrency"]), "shared_memory": row.get("Shared memory"),
         "stable": bool(row[STABLE]) if not pd.isna(row[STABLE]) else True,
-        "contended": host_load.contended(report, level),
+        "contended": facts.contended(report, level),
         "gpu_util": row.get(GPU_UTIL_MEAN), "energy_mj": row.get(ENERGY_PER_INFERENCE),
         "served_by": served_by(prov, notes=False),
         "backend": prov.get("server", {}).get("served_by", "python"),

@@ -43,7 +43,7 @@ STEPS = {
     "accuracy": "accuracy:accuracy",
     "offline": "performance:offline",
     "online": "performance:online",
-    "rate": "rate:rate",
+    "rate": "performance:rate",
     "floor": "performance:floor",
     "native": "native:native",
     "search_repository": "model_repository:model_repository",

@@ -8,11 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, deployments, plugins, serving, source_model
+from .. import artifacts, plugins, serving
 from ..measurement import device, provenance
 from ..measurement.telemetry import Telemetry
+from ..records import atomic
+from ..records.tables import ACCURACY_COLUMNS
 from ..runners.quantization import CALIBRATION, SCHEMES
-from ..tables import ACCURACY_COLUMNS
+from ..settings import deployments
+from ..source import model as source_model
+from ..sweeps import record
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.client import infer_all
@@ -30,13 +34,13 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
           f"{deployment.max_batch_size}), batches of {batch}")
     config_pbtxt = triton_repository.config_path(repository, deployment.name)
     inputs, reference, targets = source_model.load_eval(model, eval_set)
-    with serving.served(spec, config_pbtxt, server_log) as (server, prov), \
-            Telemetry(provenance.measured_devices(prov), server_pids=server.pids) as sampled:
+    with (serving.served(spec, config_pbtxt, server_log) as (server, prov),
+          Telemetry(provenance.measured_devices(prov), server_pids=server.pids) as sampled):
         outputs = infer_all(server.grpc_url, spec, inputs, batch,
                             triton_config.served_inputs(config_pbtxt),
                             server.served_name(deployment.name),
                             artifacts.of(spec).request_encoder(spec, config_pbtxt), server.version)
-        cache = serving.cache_report(server)
+        cache = artifacts.cache_report(server.metrics())
     plugin = plugins.load(model["plugin"])
     on_triton = plugin.evaluate(model["hparams"], outputs, targets)
     on_source = plugin.evaluate(model["hparams"], reference, targets)
@@ -65,7 +69,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(atomic.json_text(report))
-    serving.archive(out_csv, out_json)
+    record.archive(out_csv, out_json)
     print(table.to_string(index=False))
 
 

@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, source_model
-from ..tables import CHECK_COLUMNS
+from .. import artifacts
+from ..records import atomic
+from ..records.tables import CHECK_COLUMNS
+from ..source import model as source_model
 from ..tensors import batched, check_arrays
 
 

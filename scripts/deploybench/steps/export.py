@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import artifacts, atomic, layout, plugins, source_model
+from .. import artifacts, plugins
 from ..backends import EXPORT_PRECISION, FP16_EXPORTS
-from ..files import copy_artifact
+from ..records import atomic, layout
+from ..records.files import copy_artifact
+from ..source import model as source_model
 
 ONNX_OPSET = 17  # where a model's `export.onnx_opset` (its reference's) says none
 EXPORT_MAX_BATCH = 1 << 16  # torch.export's bound of the batch dimension
@@ -43,7 +45,7 @@ def export(spec: dict, folder: str, weights: Path, eval_set: Path, out: Path) ->
     model, inputs = artifacts.exportable(spec, format, source_model.load(spec, weights))
     opset = spec.get("export", {}).get("onnx_opset", ONNX_OPSET)
     if framework == "tensorflow":
-        from .. import keras_export
+        from ..source import keras_export
 
         with atomic.output(out) as tmp:
             if format.endswith("savedmodel"):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import artifacts, deployments
-from ..tables import require_passed
+from .. import artifacts
+from ..records.tables import require_passed
+from ..settings import deployments
 from ..triton import cpp_backend, install
 from ..triton import repository as triton_repository
 

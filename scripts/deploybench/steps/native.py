@@ -18,10 +18,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import artifacts, atomic, serving, source_model
+from .. import artifacts
 from ..measurement import device, provenance, telemetry
 from ..measurement.host_load import HostLoad
-from ..tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
+from ..records import atomic
+from ..records.tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
+from ..source import model as source_model
+from ..sweeps import record
 
 
 def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json: Path) -> None:
@@ -38,7 +41,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
         tmp_json.write_text(atomic.json_text(report))
-    serving.archive(out_csv, out_json)  # the baseline of the next one's regression report
+    record.archive(out_csv, out_json)  # the baseline of the next one's regression report
     print(table.to_string(index=False))
 
 

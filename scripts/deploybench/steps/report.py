@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import atomic, layout, source_model
+from ..records import atomic, layout
 from ..reporting import compare
 from ..reporting import plots as drawn
 from ..reporting.configuration_report import configuration_page
 from ..reporting.html_page import html_page as html_of
 from ..reporting.model_report import model_page
 from ..reporting.ship import ship_page
+from ..source import model as source_model
 
 
 def _write(out: Path, text: str) -> None:

@@ -2,7 +2,7 @@
 report.
 
 A point is measured as a configuration is (the offline and online sweeps of
-deploybench.sweeps, on the point's own model repository), but a point that fails (Triton
+deploybench.sweeps.closed_loop, on the point's own model repository), but a point that fails (Triton
 refuses to load it, perf_analyzer finds no stable measurement, the server dies) does not
 fail its job: its `point.json` records `failed` and the reason, no CSV is left beside it,
 and the search goes on with the other points (Model Analyzer stops its search there).
@@ -19,11 +19,12 @@ from pathlib import Path
 import pandas as pd
 from tritonclient.utils import InferenceServerException
 
-from .. import atomic, sweeps
 from .. import search as configuration_search
+from ..records import atomic
+from ..records.tables import STABLE, THROUGHPUT, read_perf
 from ..reporting.plots import frontier_plot
 from ..reporting.search_report import search_page
-from ..tables import STABLE, THROUGHPUT, read_perf
+from ..sweeps import closed_loop
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
 from ..triton.perf_analyzer import PerfError
@@ -65,7 +66,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
     scenario = None
     try:
         for scenario in point["scenarios"]:
-            measure = getattr(sweeps, scenario)
+            measure = getattr(closed_loop, scenario)
             measure(spec, repository, perf_data, accuracy, *files[scenario], *logs[scenario])
     except Exception as err:
         _remove(files)  # no table of a point whose measurement did not finish

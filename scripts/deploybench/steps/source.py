@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import atomic, plugins, source_model
+from .. import plugins
+from ..records import atomic
+from ..source import model as source_model
 from ..tensors import check_arrays, numpy_dtype
 
 PERF_SAMPLES = 32  # perf_analyzer's --input-data entries, used round-robin

@@ -1,4 +1,5 @@
-"""The pipeline's own requests to a running server (accuracy, warm-up), over gRPC."""
+"""The pipeline's own requests to a running server (accuracy, warm-up), over gRPC, and
+what it asks of the server's statistics (the batches its dynamic batcher formed)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from contextlib import closing
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 
 from ..tensors import batched
 
@@ -76,3 +78,19 @@ def warm_up(url: str, run: dict, inputs: list[np.ndarray], served: list[str],
                 error = done.get(timeout=timeout_s)
                 if error is not None:
                     raise error
+
+
+def executions_by_batch(server, model: str) -> dict[int, int]:
+    """Triton's executions of `model` so far, by the batch size they ran at (its
+    statistics: what the dynamic batcher formed, counted since the server started)."""
+    with closing(httpclient.InferenceServerClient(server.http_url)) as client:
+        stats = client.get_inference_statistics(server.served_name(model),
+                                                 server.version)["model_stats"]
+    return {int(b["batch_size"]): int(b["compute_infer"]["count"])
+            for s in stats for b in s.get("batch_stats", [])}
+
+
+def formed_since(server, model: str, before: dict[int, int]) -> dict[int, int]:
+    """The executions by batch size since `before` (executions_by_batch then), nonzero."""
+    now = executions_by_batch(server, model)
+    return {b: n - before.get(b, 0) for b, n in sorted(now.items()) if n - before.get(b, 0)}

@@ -16,10 +16,10 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from .. import deployments
-from ..deployments import Deployment
 from ..runners import RUNNERS, Options
 from ..runners.cudagraph import buckets
+from ..settings import deployments
+from ..settings.deployments import Deployment
 from .cpp_backend import NAME as CPP_BACKEND
 
 # Tensors of a real Merlin HPS model (its backend's fixed names), and the recommender

@@ -26,9 +26,7 @@ import numpy as np
 import pandas as pd
 import psutil
 
-from .. import deployments
-from ..run_facts import DEFAULT_WARMUP_LEVELS, protocol, scenario_modes, window
-from ..tables import (
+from ..records.tables import (
     COMPONENT_SUM,
     COMPONENTS,
     LATENCY_COLUMNS,
@@ -38,7 +36,9 @@ from ..tables import (
     THROUGHPUT,
     WINDOW_SPREAD,
 )
-from ..tail import KEPT_WINDOWS
+from ..records.tail import KEPT_WINDOWS
+from ..settings import deployments
+from ..settings.run_facts import DEFAULT_WARMUP_LEVELS, protocol, scenario_modes, window
 from .perf_failures import (
     PerfDeath,
     PerfError,
@@ -105,7 +105,7 @@ def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_pat
     its interval in time windows), as perf_analyzer advises when it cannot stabilise;
     `scale` multiplies it (the warm-up's longer window); `stability` replaces
     perf.stability_percentage. Verbose (-v): each window's figures, for their spread.
-    `export`: every request's timestamps (and data) written there (deploybench.tail)."""
+    `export`: every request's timestamps (and data) written there (deploybench.records.tail)."""
     batch, concurrency = row.batch, row.concurrency
     model, perf = run["model"], run["perf"]
     mode, interval_ms, request_count = window(run, scenario)
@@ -422,7 +422,7 @@ def warmup_rows(run: dict, scenario: str, sweep: list[Row]) -> list[Row]:
 def sweep(run: dict, scenario: str) -> list[Row]:
     """The rows of a scenario, in the order of the reference tables (offline: each batch
     size in every shared-memory mode, one after the other), each sent to the deployment
-    that measures it (deploybench.deployments)."""
+    that measures it (deploybench.settings.deployments)."""
     settings = run["model"][scenario]
     if scenario == "offline":
         # a remote server shares no memory with this host: everything in the requests

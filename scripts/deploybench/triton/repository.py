@@ -23,9 +23,9 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from .. import deployments
-from ..files import copy_artifact, link_artifact
+from ..records.files import copy_artifact, link_artifact
 from ..served import RUNNERS_BUNDLE, RUNNERS_DIR, SERVED
+from ..settings import deployments
 from . import config as triton_config
 from . import cpp_backend, signature
 
@@ -88,7 +88,7 @@ def choose_backend(run: dict, available: list[str]) -> str:
 def create(run: dict, artifact: Path, repository: Path, available: list[str],
            name: str | None = None) -> str:
     """A single model `name` (default the model key), once per deployment
-    (deploybench.deployments):
+    (deploybench.settings.deployments):
     `<repo>/<name>/config.pbtxt` and `<repo>/<name>/1/<artifact>` (plus model.py and the
     runners for the python backend; a per-batch deployment's artifact a hard link of the
     first's), for the server whose backends are `available`; returns the Triton backend

@@ -25,24 +25,25 @@ removes the folders a killed run of this user left.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import re
 import secrets
 import shutil
 import signal
-import socket
-import stat
 import subprocess
 import time
 from contextlib import closing
 from pathlib import Path
 
-import psutil
 import tritonclient.http as httpclient
 
-from ..atomic import alive
-from ..measurement.isolation import SHM
+from .host import (
+    SHM_DIR,
+    adopt_orphans,
+    end_group,
+    free_ports,
+    port_free,
+    remove_stale_shared_memory,
+)
 from .install import Install
 from .watchdog import Watchdog
 
@@ -66,34 +67,21 @@ def server_flags(settings: dict) -> list[str]:
         raise ValueError(f"unknown triton.server setting(s) {', '.join(sorted(unknown))}; "
                          f"valid: {', '.join(SERVER_FLAGS)}")
     return [SERVER_FLAGS[k].format(int(v)) for k, v in sorted(settings.items())]
-SHM_DIR = Path(SHM)
-_SHM_FOLDER = re.compile(r"^deploybench-(\d+)-[0-9a-f]+")  # of the step's pid
 
 
 class ServerError(RuntimeError):
     """The server did not start, did not load the model, or died."""
 
 
-def port_free(port: int) -> bool:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out as free now (held open together so they differ)."""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+def _shm_folder(install: Install, env: dict) -> Path | None:
+    """The server's shared-memory folder where the install has the shim, put in `env` with
+    the shim preloaded (None: the server's regions stay in /dev/shm)."""
+    if not install.shm_shim:
+        return None
+    folder = SHM_DIR / f"deploybench-{os.getpid()}-{secrets.token_hex(8)}"
+    preload = " ".join(p for p in (str(install.shm_shim), env.get("LD_PRELOAD")) if p)
+    env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_DIR": str(folder)}
+    return folder
 
 
 def choose_ports(configured: dict | str) -> dict[str, int]:
@@ -108,27 +96,54 @@ def choose_ports(configured: dict | str) -> dict[str, int]:
     return dict(configured)
 
 
-def remove_stale_shared_memory() -> list[str]:
-    """This user's shared-memory folders (and regions of older versions, named with a
-    prefix) of steps whose process is gone (a killed run)."""
-    removed = []
-    for path in SHM_DIR.glob("deploybench-*") if SHM_DIR.is_dir() else []:
-        match = _SHM_FOLDER.match(path.name)
-        if not match or alive(int(match.group(1))):
-            continue
-        try:
-            st = path.lstat()
-            if st.st_uid != os.getuid():
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-            removed.append(path.name)
-        except FileNotFoundError:
-            pass
-    return removed
+def command(install: Install, repository: Path, ports: dict[str, int], admin_key: str,
+            flags: tuple[str, ...]) -> list[str]:
+    """The server's command line: bound to 127.0.0.1, the repository loaded at start and no
+    model loaded through the API, the restricted APIs behind the run's key."""
+    # A Merlin HPS model reads its parameter-server config (deploybench.ensemble.hps).
+    hps = sorted(repository.glob(f"*/{HPS_PS_CONFIG}"))
+    extra = [f"--backend-config=hps,ps={hps[0]}"] if hps else []
+    restricted = f"{RESTRICTED}:{ADMIN_HEADER}={admin_key}"
+    return install.server_command(
+        *extra,
+        f"--model-repository={repository}",
+        f"--backend-directory={install.backend_dir}",
+        "--model-control-mode=none",
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        "--exit-timeout-secs=10",
+        "--http-address=127.0.0.1",
+        "--grpc-address=127.0.0.1",
+        "--metrics-address=127.0.0.1",
+        f"--http-port={ports['http']}",
+        f"--grpc-port={ports['grpc']}",
+        f"--metrics-port={ports['metrics']}",
+        f"--http-restricted-api={restricted}",
+        f"--grpc-restricted-protocol={restricted}",
+        "--log-verbose=0",
+        *flags,
+    )
 
+
+def log_tail(log_path: Path, lines: int = 30) -> str:
+    if not log_path.exists():
+        return ""
+    return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _ended_while_starting(code: int, log_path: Path, model: str | None,
+                          repository: Path) -> ServerError:
+    """The error of a server that ended while it started: the models it failed to load."""
+    log = log_tail(log_path)
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    reasons = [line for line in text.splitlines()
+               if "failed to load '" in line or "Poll failed for model directory" in line]
+    if model and reasons:
+        return ServerError(f"Triton failed to load model '{model}' from {repository} "
+                           f"(tritonserver {_exit_reason(code)}):\n" + "\n".join(reasons)
+                           + f"\nlog {log_path}:\n{log}")
+    return ServerError(f"tritonserver {_exit_reason(code)} while starting; "
+                       f"log {log_path}:\n{log}")
 
 
 def _exit_reason(code: int) -> str:
@@ -137,35 +152,66 @@ def _exit_reason(code: int) -> str:
     return f"exit code {code}"
 
 
-PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
-_running = 0  # servers this process started and has not stopped
+class Endpoints:
+    """A server of ours as its clients reach it: its addresses (`ports`), the model and
+    version a request names, its metrics, the key of its restricted APIs (`admin_key`) and
+    the log and trace settings they hold (TritonServer sets the attributes)."""
+
+    ports: dict[str, int]
+    admin_key: str
+    _settings: dict  # log and trace settings at start
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.ports['http']}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports['grpc']}"
+
+    # The model version every request names (the pipeline's repositories hold version 1)
+    version = "1"
+
+    def served_name(self, name: str) -> str:
+        """The model to send to for the deployment `name`: that one (the repository is ours)."""
+        return name
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """What the pipeline's own HTTP client sends to the restricted APIs."""
+        return {ADMIN_HEADER: self.admin_key}
+
+    @property
+    def grpc_admin_headers(self) -> dict[str, str]:
+        return {f"triton-grpc-protocol-{ADMIN_HEADER}": self.admin_key}
+
+    def metrics(self) -> str:
+        """The server's Prometheus metrics (text), including models' custom ones."""
+        import urllib.request
+
+        url = f"http://127.0.0.1:{self.ports['metrics']}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
+    def settings(self) -> dict:
+        """The server's log and trace settings (restricted APIs: asked with the run's key)."""
+        with closing(httpclient.InferenceServerClient(self.http_url)) as client:
+            return {"log": client.get_log_settings(headers=self.admin_headers),
+                    "trace": client.get_trace_settings(headers=self.admin_headers)}
+
+    def settings_changed(self) -> dict:
+        """The settings someone changed since the server started (`{name: [then, now]}`):
+        the pipeline never changes them, and a verbose log or a trace slows a measurement."""
+        now = self.settings()
+        return {f"{api}.{name}": [self._settings[api].get(name), value]
+                for api in now for name, value in now[api].items()
+                if self._settings[api].get(name) != value}
 
 
-def _adopt_orphans(adopt: bool) -> None:
-    """While this process runs a server, make it the parent of its descendants that lose
-    theirs: the stubs of a killed server come here to be reaped, instead of waiting as
-    zombies for an init that in a container may never reap them."""
-    global _running
-    _running += 1 if adopt else -1
-    if _running == (1 if adopt else 0):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(adopt), 0, 0, 0)
+class TritonServer(Endpoints):
+    """A Triton server the pipeline starts, on free ports (or the configured ones), loaded
+    with the repository at start, always stopped with its stubs and shared memory."""
 
-
-def _children(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _group_of(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
-
-
-class TritonServer:
     def __init__(
         self,
         install: Install,
@@ -192,24 +238,11 @@ class TritonServer:
         self.keep_fds = tuple(keep_fds)
         self.admin_key = secrets.token_urlsafe(24)
         self.env = dict(install.env)
-        self.shm_dir: Path | None = None  # made by start(), removed by stop()
-        if install.shm_shim:
-            self.shm_dir = SHM_DIR / f"deploybench-{os.getpid()}-{secrets.token_hex(8)}"
-            preload = " ".join(p for p in (str(install.shm_shim), self.env.get("LD_PRELOAD"))
-                               if p)
-            self.env |= {"LD_PRELOAD": preload, "DEPLOYBENCH_SHM_DIR": str(self.shm_dir)}
+        self.shm_dir = _shm_folder(install, self.env)  # made by start(), removed by stop()
         self._proc: subprocess.Popen | None = None
         self._log = None
         self.watchdog: Watchdog | None = None  # ends the server, stubs, perf_analyzer with us
         self._settings: dict = {}  # log and trace settings at start
-
-    @property
-    def http_url(self) -> str:
-        return f"127.0.0.1:{self.ports['http']}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.ports['grpc']}"
 
     @property
     def pid(self) -> int | None:
@@ -223,59 +256,11 @@ class TritonServer:
         """The process trees that serve (deploybench.measurement.telemetry samples them)."""
         return [self.pid]
 
-    # The model version every request names (the pipeline's repositories hold version 1)
-    version = "1"
-
-    def served_name(self, name: str) -> str:
-        """The model to send to for the deployment `name`: that one (the repository is ours)."""
-        return name
-
-    @property
-    def admin_headers(self) -> dict[str, str]:
-        """What the pipeline's own HTTP client sends to the restricted APIs."""
-        return {ADMIN_HEADER: self.admin_key}
-
-    @property
-    def grpc_admin_headers(self) -> dict[str, str]:
-        return {f"triton-grpc-protocol-{ADMIN_HEADER}": self.admin_key}
-
-    def metrics(self) -> str:
-        """The server's Prometheus metrics (text), including models' custom ones."""
-        import urllib.request
-
-        url = f"http://127.0.0.1:{self.ports['metrics']}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-
     def _command(self) -> list[str]:
-        # A Merlin HPS model reads its parameter-server config (deploybench.ensemble.hps).
-        hps = sorted(self.repository.glob(f"*/{HPS_PS_CONFIG}"))
-        extra = [f"--backend-config=hps,ps={hps[0]}"] if hps else []
-        restricted = f"{RESTRICTED}:{ADMIN_HEADER}={self.admin_key}"
-        return self.install.server_command(
-            *extra,
-            f"--model-repository={self.repository}",
-            f"--backend-directory={self.install.backend_dir}",
-            "--model-control-mode=none",
-            "--strict-readiness=true",
-            "--exit-on-error=true",
-            "--exit-timeout-secs=10",
-            "--http-address=127.0.0.1",
-            "--grpc-address=127.0.0.1",
-            "--metrics-address=127.0.0.1",
-            f"--http-port={self.ports['http']}",
-            f"--grpc-port={self.ports['grpc']}",
-            f"--metrics-port={self.ports['metrics']}",
-            f"--http-restricted-api={restricted}",
-            f"--grpc-restricted-protocol={restricted}",
-            "--log-verbose=0",
-            *self.flags,
-        )
+        return command(self.install, self.repository, self.ports, self.admin_key, self.flags)
 
     def log_tail(self, lines: int = 30) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def ensure_alive(self) -> None:
         """Raise if the server process has ended: with how it ended and its log."""
@@ -284,19 +269,6 @@ class TritonServer:
             raise ServerError(
                 f"tritonserver died ({_exit_reason(code) if code is not None else 'not running'})"
                 f"; log {self.log_path}:\n{self.log_tail()}")
-
-    def _ended_while_starting(self) -> ServerError:
-        code = self._proc.returncode
-        log = self.log_tail()
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        reasons = [line for line in text.splitlines()
-                   if "failed to load '" in line or "Poll failed for model directory" in line]
-        if self.model and reasons:
-            return ServerError(f"Triton failed to load model '{self.model}' from "
-                               f"{self.repository} (tritonserver {_exit_reason(code)}):\n"
-                               + "\n".join(reasons) + f"\nlog {self.log_path}:\n{log}")
-        return ServerError(f"tritonserver {_exit_reason(code)} while starting; "
-                           f"log {self.log_path}:\n{log}")
 
     def start(self) -> TritonServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -314,7 +286,7 @@ class TritonServer:
             start_new_session=True,  # so stop() can signal the server and its stubs together
         )
         self.watchdog.add(self._proc.pid)  # its process group
-        _adopt_orphans(True)  # undone by stop(), which runs whenever _proc is set
+        adopt_orphans(True)  # undone by stop(), which runs whenever _proc is set
         # closed at once: an open connection makes the server's stop wait its exit timeout
         with closing(httpclient.InferenceServerClient(self.http_url)) as client:
             self._wait(client.is_server_live, self.start_timeout_s, "live")
@@ -326,25 +298,12 @@ class TritonServer:
         self._settings = self.settings()
         return self
 
-    def settings(self) -> dict:
-        """The server's log and trace settings (restricted APIs: asked with the run's key)."""
-        with closing(httpclient.InferenceServerClient(self.http_url)) as client:
-            return {"log": client.get_log_settings(headers=self.admin_headers),
-                    "trace": client.get_trace_settings(headers=self.admin_headers)}
-
-    def settings_changed(self) -> dict:
-        """The settings someone changed since the server started (`{name: [then, now]}`):
-        the pipeline never changes them, and a verbose log or a trace slows a measurement."""
-        now = self.settings()
-        return {f"{api}.{name}": [self._settings[api].get(name), value]
-                for api in now for name, value in now[api].items()
-                if self._settings[api].get(name) != value}
-
     def _wait(self, check, timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise self._ended_while_starting()
+                raise _ended_while_starting(self._proc.returncode, self.log_path, self.model,
+                                            self.repository)
             try:
                 if check():
                     return
@@ -361,25 +320,7 @@ class TritonServer:
         polls its models once a second: 2.7 s a server with a python-backend model). A
         container's is stopped in order: the docker client passes SIGTERM on, not SIGKILL."""
         if self._proc is not None:
-            group = self._proc.pid  # the server's, its stubs' (start_new_session)
-            stubs = [p.pid for p in _children(group) if _group_of(p.pid) == group]
-            if self.install.launcher and self._proc.poll() is None:
-                self._proc.terminate()
-                try:
-                    self._proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:  # the server and its stubs (a container's that outlived its stop)
-                os.killpg(group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._proc.wait()
-            for pid in stubs:  # handed to this process (_adopt_orphans): reaped here
-                try:
-                    os.waitpid(pid, 0)
-                except ChildProcessError:  # reaped already, or another process's child
-                    pass
-            _adopt_orphans(False)
+            end_group(self._proc, orderly=bool(self.install.launcher))
         if self._log is not None:
             self._log.close()
         if self.shm_dir:  # with what a stub or a killed perf_analyzer left in it

@@ -51,6 +51,6 @@ for case in sys.argv[1:] or CASES:
     with tempfile.TemporaryDirectory() as tmp:
         r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", BODY, case,
                             f"{tmp}/{case}.pt2"], capture_output=True, text=True, timeout=300)
-        lines = [l for l in (r.stdout + r.stderr).splitlines() if "Warning" not in l]
+        lines = [line for line in (r.stdout + r.stderr).splitlines() if "Warning" not in line]
         print(f"== {case}: exit {r.returncode}")
         print("\n".join(lines[-8:]), flush=True)

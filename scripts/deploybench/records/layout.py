@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .backends import EXPORT_PRECISION, FLOAT_PRECISIONS
+from ..backends import EXPORT_PRECISION, FLOAT_PRECISIONS
 
 MODEL = "results/{model}"
 SOURCE = f"{MODEL}/source"

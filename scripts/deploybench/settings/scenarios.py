@@ -7,7 +7,7 @@ model)."""
 
 from __future__ import annotations
 
-from .backends import served_as_is
+from ..backends import served_as_is
 from .config import SCHEMA_DIR
 from .config_files import load_yaml
 from .run_facts import online_refusal

@@ -1,45 +1,32 @@
-"""Load and validate the configuration, and resolve one run key into its settings.
-
-A run key is model × gpu × backend × precision. `Settings.run()` turns a key into the
-plain dict every step reads (`run["model"]`, `run["gpu"]`, `run["backend"]`, ...), and
-refuses an unknown key or an impossible combination with a message that lists what
-would be valid. Errors here are raised while Snakemake builds the DAG, before any job.
-A key is resolved once per process: planning the full matrix asks for each thousands of
-times (one per job and per setting of a job), so treat a returned run as read-only.
+"""Load and validate the configuration: the main config, the GPU registry and the model
+files, each checked against its schema, and a run key checked against them (its settings:
+deploybench.settings.resolve).
 """
 
 from __future__ import annotations
 
 import os
-from functools import cache, cached_property, reduce
+from functools import cache, cached_property
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from . import baseline, deployments, input_digest, layout, precisions
-from .backends import (
+from ..backends import (
     BACKENDS,
-    EXPORT_ARTIFACTS,
     EXPORT_PRECISION,
     FLOAT_PRECISIONS,
     FP16_EXPORTS,
     PRECISIONS,
 )
+from ..records import baseline
+from . import deployments, input_digest, precisions
 from .config_files import ConfigError, load_yaml
 from .merge import deep_merge
-from .models import memory
-from .run_facts import protocol, scenario_modes, shared_memory_modes, window
-from .step_specs import OFFLINE_ENSEMBLE, STORE_SETTINGS
+from .run_facts import shared_memory_modes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_DIR = ROOT / "config" / "schema"
-
-
-# Registry fields that say where a cluster runs a key (deploybench.cluster) and how much
-# memory its device has (read while planning), not what a step reads: kept out of the run,
-# so that editing them re-runs nothing.
-SCHEDULER_FIELDS = ("slurm", "kubernetes", "memory_gib")
 
 
 @cache
@@ -105,17 +92,6 @@ def check_main(config: dict) -> None:
         raise ConfigError(refused)
 
 
-def settings_of(configfiles=(), root: Path = ROOT) -> Settings:
-    """The settings of `snakemake --configfile FILE...` outside Snakemake (a benchmark
-    script, a report put together by hand): config/config.yaml, each file merged over it in
-    order, checked as the Snakefile checks them."""
-    config = load_yaml(Path(root) / "config" / "config.yaml")
-    for path in configfiles:
-        config = deep_merge(config, load_yaml(path))
-    check_main(config)
-    return Settings(config, root=root)
-
-
 def _extended(key: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dict:
     """A model config with `extends: <model>` is that model's (itself resolved) with this
     file's settings deep-merged over it (lists replaced whole): a variant of a model
@@ -133,37 +109,71 @@ def _extended(key: str, raw: dict[str, dict], seen: tuple[str, ...] = ()) -> dic
     return deep_merge(_extended(base, raw, (*seen, key)), model)
 
 
-def _choice(kind: str, value: str, valid) -> None:
+def require_choice(kind: str, value: str, valid) -> None:
     if value not in valid:
         raise ConfigError(f"unknown {kind} '{value}'; valid {kind}s: {', '.join(sorted(valid))}")
 
 
-class Settings:
-    """The validated configuration: main config, GPU registry and model files."""
+def _check_server(server: dict) -> None:
+    """A server the pipeline starts has what its kind needs, on three different ports."""
+    needed = {"binary": "binary", "container": "image"}.get(server["kind"])
+    if needed and not server.get(needed):
+        example = ("/opt/tritonserver/bin/tritonserver" if needed == "binary"
+                   else "docker://nvcr.io/nvidia/tritonserver:24.10-py3")
+        raise ConfigError(f"server.kind '{server['kind']}' needs server.{needed} "
+                          f"(e.g. {example})")
+    ports = server.get("ports", "auto")
+    if ports != "auto" and len(set(ports.values())) < len(ports):
+        given = ", ".join(f"{name} {port}" for name, port in ports.items())
+        raise ConfigError(f"server.ports must be three different ports, given {given}; "
+                          "change one, or set server.ports: auto")
+
+
+def _load_models(models_dir: Path, overrides: dict) -> dict[str, dict]:
+    """Every model config of `models_dir`, each its `extends` resolved and its
+    model_overrides merged over it, validated against the model schema (and its plug-in's
+    hyper-parameter schema, where it has one)."""
+    raw = {path.stem: load_yaml(path) for path in sorted(models_dir.glob("*.yaml"))}
+    for key in overrides:
+        require_choice("model_overrides key (a model)", key, raw)
+    models = {}
+    for key in raw:
+        path = models_dir / f"{key}.yaml"
+        model = deep_merge(_extended(key, raw), overrides.get(key) or {})
+        where = f" with model_overrides.{key}" if key in overrides else ""
+        validate(model, "model.schema.yaml", f"model config {path}{where}")
+        # the plug-in's hyper-parameters, where it has a schema (a network's sizes)
+        plugin_schema = f"hparams-{model['plugin']}.schema.yaml"
+        if (SCHEMA_DIR / plugin_schema).is_file():
+            validate(model["hparams"], plugin_schema, f"model config {path}{where}: hparams")
+        for backend in model["backends"]:
+            require_choice("backend", backend, BACKENDS)
+        for backend in model.get("backend_overrides", {}):
+            require_choice(f"backend_overrides key (a backend of model '{key}')", backend,
+                    model["backends"])
+        models[key] = model
+    if not models:
+        raise ConfigError(f"no model configs (*.yaml) in '{models_dir}'")
+    return models
+
+
+class Configuration:
+    """The validated configuration: main config, GPU registry and model files, each model
+    merged for a GPU key and backend, and a run key checked against them (a key resolved
+    into its run: resolve.Settings)."""
 
     def __init__(self, config: dict, root: Path = ROOT):
         validate(config, "config.schema.yaml", "main config")
-        self._runs: dict[tuple[str, str, str, str], dict] = {}
+        self._runs: dict[tuple[str, str, str, str], dict] = {}  # resolve.Settings.run
         self._merged: dict[tuple[str, str, str | None], dict] = {}
         self._protocols: dict[str, dict] = {}  # by model: Settings.document_protocol
         self.config = config
         self.root = Path(root)
-        server = config["server"]
-        needed = {"binary": "binary", "container": "image"}.get(server["kind"])
-        if needed and not server.get(needed):
-            example = ("/opt/tritonserver/bin/tritonserver" if needed == "binary"
-                       else "docker://nvcr.io/nvidia/tritonserver:24.10-py3")
-            raise ConfigError(f"server.kind '{server['kind']}' needs server.{needed} "
-                              f"(e.g. {example})")
-        ports = server.get("ports", "auto")
-        if ports != "auto" and len(set(ports.values())) < len(ports):
-            given = ", ".join(f"{name} {port}" for name, port in ports.items())
-            raise ConfigError(f"server.ports must be three different ports, given {given}; "
-                              "change one, or set server.ports: auto")
+        _check_server(config["server"])
         self.gpus = load_yaml(self._path(config["gpu_registry"]))
         validate(self.gpus, "gpus.schema.yaml", f"GPU registry {config['gpu_registry']}")
         for key in config.get("perf_overrides") or {}:
-            _choice("perf_overrides key (a GPU key or device kind)", key,
+            require_choice("perf_overrides key (a GPU key or device kind)", key,
                     {*self.gpus, *(entry["kind"] for entry in self.gpus.values())})
 
     def _path(self, path: str) -> Path:
@@ -171,81 +181,14 @@ class Settings:
 
     @cached_property
     def models(self) -> dict[str, dict]:
-        models_dir = self._path(self.config["models_dir"])
-        raw = {path.stem: load_yaml(path) for path in sorted(models_dir.glob("*.yaml"))}
-        overrides = self.config.get("model_overrides") or {}
-        for key in overrides:
-            _choice("model_overrides key (a model)", key, raw)
-        models = {}
-        for key in raw:
-            path = models_dir / f"{key}.yaml"
-            model = deep_merge(_extended(key, raw), overrides.get(key) or {})
-            where = f" with model_overrides.{key}" if key in overrides else ""
-            validate(model, "model.schema.yaml", f"model config {path}{where}")
-            # the plug-in's hyper-parameters, where it has a schema (a network's sizes)
-            plugin_schema = f"hparams-{model['plugin']}.schema.yaml"
-            if (SCHEMA_DIR / plugin_schema).is_file():
-                validate(model["hparams"], plugin_schema, f"model config {path}{where}: hparams")
-            for backend in model["backends"]:
-                _choice("backend", backend, BACKENDS)
-            for backend in model.get("backend_overrides", {}):
-                _choice(f"backend_overrides key (a backend of model '{key}')", backend,
-                        model["backends"])
-            models[key] = model
-        if not models:
-            raise ConfigError(f"no model configs (*.yaml) in '{models_dir}'")
-        return models
-
-    def reference(self, model: str) -> dict | None:
-        """The model's published reference rows (table path resolved), if it has them, and
-        how its document measured (`protocol`: document_protocol; not for a model without
-        pairs, dlrm-large)."""
-        ref = self.models[model].get("reference")
-        if not ref:
-            return None
-        ref = {**ref, "path": str(self._path(ref["table"]))}
-        if ref.get("pairs") and model not in self._protocols:
-            self._protocols[model] = self.document_protocol(model, ref)
-        return {**ref, "protocol": self._protocols[model]} if ref.get("pairs") else ref
-
-    def document_protocol(self, model: str, ref: dict) -> dict:
-        """How a reference document measured, as this pipeline runs it on a GPU key of the
-        document's tables (its first pair's run): each scenario's perf_analyzer settings as
-        a measurement records them, the Triton settings and, by configuration, the precision
-        its export is written in (reporting.protocol holds measurements to it)."""
-        from .tables import published_gpus, reference_rows  # pandas: not when planning
-
-        rows = reference_rows(Path(ref["path"]), ref["document"], ref.get("where", {}))
-        gpu = sorted({g for gpus in published_gpus(rows).values() for g in gpus})[0]
-        run = self.run(model, gpu, *next(iter(ref["pairs"].values())).rsplit("_", 1))
-        recorded = {}
-        for scenario in ("offline", "online"):
-            mode, interval_ms, count = window(run, scenario)
-            settings = run["model"][scenario]
-            recorded[scenario] = {
-                "protocol": protocol(run, scenario), "measurement_mode": mode,
-                "measurement_interval_ms": interval_ms, "measurement_request_count": count,
-                "warmup_windows": settings.get("warmup_windows", 0),
-                "warmup_levels": settings.get("warmup_levels"),
-                "shared_memory": scenario_modes(settings, scenario)[:1]}
-        exports = {}
-        for backend in self.models[model]["backends"]:
-            for precision in FLOAT_PRECISIONS:  # the documents measured no other
-                try:
-                    exports[f"{backend}_{precision}"] = self.export_precision(
-                        model, gpu, backend, precision)
-                except ConfigError:  # a precision the format cannot export: none measured
-                    continue
-        triton = run["model"]["triton"]
-        return {**recorded, "export_precision": exports, "triton": {
-            k: triton[k] for k in ("max_batch_size", "instances", "max_queue_delay_us",
-                                   "preferred_batch_sizes")}}
+        return _load_models(self._path(self.config["models_dir"]),
+                            self.config.get("model_overrides") or {})
 
     def check_key(self, model: str, gpu: str, backend: str, precision: str) -> None:
-        _choice("model", model, self.models)
-        _choice("GPU key", gpu, self.gpus)
-        _choice("backend", backend, BACKENDS)
-        _choice("precision", precision, PRECISIONS)
+        require_choice("model", model, self.models)
+        require_choice("GPU key", gpu, self.gpus)
+        require_choice("backend", backend, BACKENDS)
+        require_choice("precision", precision, PRECISIONS)
         supported = self.models[model]["backends"]
         if BACKENDS[backend].dense and not self.models[model].get("ensemble"):
             raise ConfigError(f"backend '{backend}' deploys a sparse/dense ensemble; model "
@@ -287,7 +230,7 @@ class Settings:
                 # the export at the key's highest precision: what refuses all its configurations
                 highest = "fp16" if "fp16" in self.gpus[gpu]["precisions"] else "fp32"
                 for backend in self.models[model]["backends"]:
-                    _check_batches(model, gpu, backend,
+                    check_batches(model, gpu, backend,
                                    self.model_settings(model, gpu, backend))
                     self.export_precision(model, gpu, backend, highest)
         for t in targets:
@@ -332,8 +275,8 @@ class Settings:
     def model_settings(self, model: str, gpu: str, backend: str | None = None) -> dict:
         """The model config with the overrides of this backend, then of this GPU key's kind
         and the key, merged in (read-only: the runs of every precision share it)."""
-        _choice("model", model, self.models)
-        _choice("GPU key", gpu, self.gpus)
+        require_choice("model", model, self.models)
+        require_choice("GPU key", gpu, self.gpus)
         if (model, gpu, backend) not in self._merged:
             raw = self.models[model]
             merged = {k: v for k, v in raw.items()
@@ -346,118 +289,9 @@ class Settings:
             self._merged[(model, gpu, backend)] = deployments.resolve(merged)
         return self._merged[(model, gpu, backend)]
 
-    def reference_targets(self) -> list[tuple[str, str, str, str]]:
-        """The configuration that reproduces each published table of each model's reference
-        document, on every GPU key the table was measured on (reference.pairs)."""
-        targets = []
-        for model in self.models:
-            reference = self.reference(model)
-            if not reference:
-                continue
-            pairs = reference.get("pairs", {})
-            from .tables import published_gpus, reference_rows  # pandas: not when planning
-
-            rows = reference_rows(Path(reference["path"]), reference["document"],
-                                  reference.get("where", {}))
-            for name, gpus in published_gpus(rows).items():
-                if name not in pairs:
-                    raise ConfigError(
-                        f"model '{model}': the published table '{name}' of "
-                        f"{reference['document']} has no configuration in reference.pairs; "
-                        f"add e.g. \"{name}\": <backend>_<precision> (backends: "
-                        f"{', '.join(self.models[model]['backends'])})")
-                backend, precision = pairs[name].rsplit("_", 1)
-                for gpu in gpus:
-                    self.check_key(model, gpu, backend, precision)
-                    targets.append((model, gpu, backend, precision))
-        return sorted(set(targets))
-
-    def perf_settings(self, gpu: str) -> dict:
-        """perf with the perf_overrides of this GPU key's kind, then of the key, merged in."""
-        overrides = self.config.get("perf_overrides") or {}
-        return reduce(deep_merge, (overrides.get(k, {}) for k in (self.gpus[gpu]["kind"], gpu)),
-                      self.config["perf"])
-
-    def export_settings(self, model: str) -> dict:
-        """What the export of a model depends on (independent of GPU and backend)."""
-        _choice("model", model, self.models)
-        raw = self.models[model]
-        return {k: raw[k] for k in ("plugin", "hparams", "weights", "data", "inputs", "outputs")}
-
-    def dataset(self, model: str) -> str:
-        """The user's dataset when configured, else the generated one."""
-        path = self.export_settings(model)["data"]["path"]
-        return path if path else layout.fill(layout.source("data"), model=model)
-
-    def split_export_settings(self, model: str) -> dict:
-        """What the sparse and dense exports of an ensemble depend on: the export's
-        settings and the ensemble's tensors (not the cache, a load-time setting, nor
-        what the offline step sends)."""
-        ensemble = self.models[model].get("ensemble") or {}
-        return {**self.export_settings(model),
-                "ensemble": {k: v for k, v in ensemble.items()
-                             if k not in STORE_SETTINGS and k not in OFFLINE_ENSEMBLE}}
-
-    def run(self, model: str, gpu: str, backend: str, precision: str) -> dict:
-        key = (model, gpu, backend, precision)
-        if key not in self._runs:
-            self._runs[key] = self._resolve(*key)
-        return self._runs[key]
-
-    def _resolve(self, model: str, gpu: str, backend: str, precision: str) -> dict:
-        self.check_key(model, gpu, backend, precision)
-        backend_spec = BACKENDS[backend]
-        settings = self.model_settings(model, gpu, backend)
-        _check_batches(model, gpu, backend, settings)
-        _check_gpus(model, gpu, self.gpus[gpu], settings)
-        refused = (input_digest.missing(model, settings)
-                   or memory.refusal(model, gpu, self.gpus[gpu], settings, precision))
-        if refused:
-            raise ConfigError(refused)
-        exported = self.export_precision(model, gpu, backend, precision)
-        return {
-            "key": {"model": model, "gpu": gpu, "backend": backend, "precision": precision},
-            "model": settings,
-            "gpu": {"key": gpu, **{k: v for k, v in self.gpus[gpu].items()
-                                   if k not in SCHEDULER_FIELDS}},
-            "backend": backend_spec.as_dict(),
-            "precision": precision,
-            "artifact": backend_spec.artifact,
-            "export_artifact": EXPORT_ARTIFACTS[backend_spec.export],
-            # only where it is not FP32 (backends.export_precision)
-            **({"export_precision": exported} if exported != EXPORT_PRECISION else {}),
-            "server": self.config["server"],
-            "perf": self.perf_settings(gpu),
-            "native": self.config["native"],
-            "allow_gpu_mismatch": self.config.get("allow_gpu_mismatch", False),
-        }
-
-    def matrix(self) -> list[tuple[str, str, str, str]]:
-        """Every valid key of the configured matrix."""
-        m = self.config["matrix"]
-        keys = []
-        for model in m["models"]:
-            for gpu in m["gpus"]:
-                for backend in m["backends"]:
-                    for precision in m["precisions"]:
-                        try:
-                            self.check_key(model, gpu, backend, precision)
-                        except ConfigError:
-                            continue
-                        keys.append((model, gpu, backend, precision))
-        return keys
 
 
-def _check_gpus(model: str, gpu: str, device: dict, settings: dict) -> None:
-    """A deployment over several GPUs needs a GPU key."""
-    gpus = deployments.gpu_count(settings["triton"])
-    if gpus > 1 and device["kind"] != "gpu":
-        raise ConfigError(f"model '{model}' on key '{gpu}': triton.gpus {gpus} needs a GPU "
-                          f"key ('{gpu}' serves on the host's CPUs); set it to 1 or use a "
-                          "GPU key")
-
-
-def _check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
+def check_batches(model: str, gpu: str, backend: str, settings: dict) -> None:
     """Every batch size a run uses must fit the model's max batch size on that device,
     and with per-batch deployments the largest of them (what accuracy and online use)."""
     max_batch = settings["triton"]["max_batch_size"]

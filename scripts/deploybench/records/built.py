@@ -8,8 +8,8 @@ import re
 import shlex
 from pathlib import Path
 
+from ..backends import PRECISIONS
 from . import layout
-from .backends import PRECISIONS
 
 _CONFIGURATION = re.compile(
     r"^results/(?P<model>[^/]+)/(?P<gpu>[^/]+)/(?P<backend>[^/]+)_"

@@ -1,7 +1,8 @@
-"""Offline and online performance of a deployment, measured by perf_analyzer on Triton: the
-sweeps of the offline, online and floor steps (deploybench.steps.performance) and of each
-configuration search point (deploybench.steps.search), on a server serving.warmed_server
-started and warmed up; each scenario's table and JSON written by serving.write.
+"""The closed loop: offline and online performance of a deployment, measured by perf_analyzer
+on Triton, a level at a time (sweeps.level), for the offline, online and floor steps
+(deploybench.steps.performance) and each configuration search point
+(deploybench.steps.search), on a server serving.warmed_server started and warmed up; each
+scenario's table and JSON written by sweeps.record.
 
 Offline (the references' static batching): concurrency 1 (offline.concurrency), one
 perf_analyzer call per batch size, the model loaded without its dynamic batcher. Online:
@@ -15,18 +16,18 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
-from . import artifacts, serving, tail
-from .backends import export_precision
-from .measurement import provenance, telemetry
-from .measurement.host_load import HostLoad
-from .measurement.progress import Progress
-from .measurement.repeats import median_run, spread
-from .run_facts import WARM_UP_WINDOWS, online_refusal
-from .tables import (
+from .. import artifacts, serving
+from ..backends import export_precision
+from ..measurement import telemetry
+from ..measurement.progress import Progress
+from ..measurement.repeats import median_run, spread
+from ..records import tail
+from ..records.tables import (
     SERVED_BY,
     SHARED_MEMORY,
     TAIL_COLUMNS,
@@ -34,10 +35,12 @@ from .tables import (
     require_accurate,
     tail_row,
 )
-from .triton import config as triton_config
-from .triton import cpp_backend, install, perf_analyzer
-from .triton import repository as triton_repository
-from .triton.client import send_all
+from ..settings.run_facts import WARM_UP_WINDOWS, online_refusal
+from ..triton import config as triton_config
+from ..triton import cpp_backend, install, perf_analyzer
+from ..triton import repository as triton_repository
+from ..triton.client import send_all
+from . import level, record
 
 
 def offline(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv: Path,
@@ -151,9 +154,9 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
     config_pbtxt = triton_repository.config_path(repository, sweep[0].model)
     rows, loads, noise, usage, served, requests, tails, formed = [], [], [], [], [], [], [], []
     tail_rows, untaken = [], []  # a level's tail or None; the levels without one, and why
-    with open(perf_log, "w") as log, \
-            serving.warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
-                                  work) as (server, prov, data_json):
+    with (open(perf_log, "w") as log,
+          serving.warmed_server(spec, scenario, config_pbtxt, sweep, perf_data, server_log,
+                                work) as (server, prov, data_json)):
         if sweep[0].shapes:  # an ensemble: its cache warmed as the reference's was
             extra |= _cache_warmup(spec, server, config_pbtxt, data_dir, sweep[0].model)
         unwarmed = perf_analyzer.warm_up(spec, scenario, server, sweep, data_json, work, log)
@@ -162,43 +165,37 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         levels = Progress(f"{out_csv.stem} ({spec['key']['model']})", len(sweep))
         repeats = spec["perf"].get("repeats", 1)
         for row in sweep:
-            level = {"Batch": row.batch, "Concurrency": row.concurrency,
-                     SHARED_MEMORY: row.shared_memory}
-            served.append({**level, **_deployment(repository, row.model, prov["server"])})
-            # the telemetry's NVML session is open around the host load's GPU queries
+            key = {"Batch": row.batch, "Concurrency": row.concurrency,
+                   SHARED_MEMORY: row.shared_memory}
+            served.append({**key, **_deployment(repository, row.model, prov["server"])})
             # online: every request's tail (one run a level: the export is that run's)
             export = (work / "export.json" if scenario == "online" and repeats == 1
                       and not untaken else None)
-            before = serving.executions_by_batch(server, row.model) if scenario == "online" else {}
-            gpus = provenance.measured_devices(prov)
-            with telemetry.Telemetry(gpus, server_pids=server.pids) as sampled, \
-                    HostLoad(gpus) as load:
-                runs = [perf_analyzer.measure(spec, scenario, server, row, data_json, work,
-                                              log, export=export) for _ in range(repeats)]
-                why = runs[-1].pop(perf_analyzer.EXPORT_DROPPED, None) or (
-                    untaken[0]["why"] if untaken else None)
-                if export and not why:
-                    tails.append({**level, **_tail(spec, server, row, data_json, work, log,
-                                                   export, runs)})
-                untaken += [{**level, "why": why}] if why else []
-                tail_rows.append(tails[-1] if export and not why else None)
-            if scenario == "online":  # what the dynamic batcher made of the level's requests
-                formed.append({**level, "executions_by_batch": serving.formed_since(
-                    server, row.model, before)})
+            measured = level.measure(
+                spec, scenario, server, prov, row, data_json, work, log, repeats=repeats,
+                export=export, inside=partial(_tail_inside, spec, server, row, data_json, work,
+                                              log, export, untaken[0]["why"] if untaken else None))
+            found, why = measured.inside
+            tails += [{**key, **found}] if found is not None else []
+            untaken += [{**key, "why": why}] if why else []
+            tail_rows.append(tails[-1] if found is not None else None)
+            if measured.formed is not None:  # what the dynamic batcher made of the requests
+                formed.append({**key, "executions_by_batch": measured.formed})
+            runs = measured.runs
             rows.append({**median_run(runs), SERVED_BY: served[-1]["served_by"]})
-            requests.append({**level, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
+            requests.append({**key, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
                              "samples_per_request": row.batch,
                              "request_shapes": dict(row.shapes) or None})
-            loads.append({**level, **serving.interference(server, runs, load.result)})
-            usage.append({**level, **sampled.result})
+            loads.append({**key, **measured.host_load})
+            usage.append({**key, **measured.telemetry})
             if repeats > 1:
-                noise.append({**level, **spread([r[THROUGHPUT] for r in runs],
-                                                 spec["perf"]["stability_percentage"])})
-            # the deployment where a configuration has several (deploybench.deployments)
+                noise.append({**key, **spread([r[THROUGHPUT] for r in runs],
+                                               spec["perf"]["stability_percentage"])})
+            # the deployment where a configuration has several (deploybench.settings.deployments)
             deployment = f", model {row.model}" if row.model != spec["key"]["model"] else ""
             levels.done(f"batch {row.batch}, concurrency {row.concurrency}, "
                         f"{row.shared_memory} shared memory{deployment}")
-        cache = serving.cache_report(server)
+        cache = artifacts.cache_report(server.metrics())
     table = telemetry.with_columns(perf_analyzer.table(rows), usage)
     if tails:
         table = pd.concat([table, tail_columns(tail_rows, table.index)], axis=1)
@@ -220,7 +217,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
         **({"batches_formed": formed} if formed else {}),
         "provenance": prov,
     }
-    serving.write(table, report, out_csv, out_json)
+    record.write(table, report, out_csv, out_json)
 
 
 def _settings_ran(spec: dict, scenario: str, sweep: list, prov: dict) -> dict:
@@ -234,12 +231,22 @@ def _settings_ran(spec: dict, scenario: str, sweep: list, prov: dict) -> dict:
             "batching": _batching(scenario, prov["server"])}
 
 
+def _tail_inside(spec: dict, server, row, data_json: Path, work: Path, log, export: Path | None,
+                 earlier: str | None, runs: list[dict]) -> tuple[dict | None, str | None]:
+    """A level's tail (None: not taken) and why not (its export dropped, or an earlier
+    level's was), within the level's sampling (sweeps.level)."""
+    why = runs[-1].pop(perf_analyzer.EXPORT_DROPPED, None) or earlier
+    found = (_tail(spec, server, row, data_json, work, log, export, runs)
+             if export and not why else None)
+    return found, why
+
+
 LENGTHENINGS = 3  # runs of a level with longer windows, at most, for perf.min_* settings
 
 
 def _tail(spec: dict, server, row, data_json: Path, work: Path, log, export: Path,
           runs: list) -> dict:
-    """An online level's every-request tail (deploybench.tail). Where its kept windows held
+    """An online level's every-request tail (deploybench.records.tail). Where its kept windows held
     fewer than perf.min_requests requests or spanned less than perf.min_duration_s, the
     level is measured again with longer windows (up to LENGTHENINGS times), and that run
     replaces it in `runs`: the row and its tail are one run's."""

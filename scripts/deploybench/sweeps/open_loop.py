@@ -1,7 +1,8 @@
-"""The rate scenario (MLPerf's Server): requests arriving open loop at set rates, Poisson or
-constant, on the online deployment (dynamic batching); each level's tail from every request
-(deploybench.tail) and the batches Triton's dynamic batcher formed; then the highest rate
-whose p99 stays within the budget, bisected between the measured rates that bracket it.
+"""The open loop, the rate scenario (MLPerf's Server): requests arriving at set rates, Poisson
+or constant, on the online deployment (dynamic batching), a level at a time (sweeps.level);
+each level's tail from every request (deploybench.records.tail) and the batches Triton's dynamic
+batcher formed; then the highest rate whose p99 stays within the budget, bisected between
+the measured rates that bracket it.
 
 A closed-loop sweep (online) answers "how fast with N clients"; a service owner asks "what
 latency at R requests a second, and how many before the budget breaks".
@@ -12,17 +13,15 @@ from __future__ import annotations
 import math
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from .. import deployments, serving, tail
-from ..measurement import provenance, telemetry
-from ..measurement.host_load import HostLoad
+from .. import serving
 from ..measurement.progress import Progress
-from ..reporting.rate import max_rate_sentence
-from ..scenarios import rate_refusal
-from ..tables import (
+from ..records import tail
+from ..records.tables import (
     ACHIEVED,
     EVERY,
     OFFERED,
@@ -37,8 +36,13 @@ from ..tables import (
     require_accurate,
     tail_row,
 )
+from ..reporting.rate import max_rate_sentence
+from ..settings import deployments
+from ..settings.scenarios import rate_refusal
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
+from ..triton.client import executions_by_batch
+from . import level, record
 
 FAILED = "failed"  # a level's word on why perf_analyzer gave no measurement (not a column)
 # A level keeps the budget where its p99 does, the load generator sent the offered rate (a
@@ -63,32 +67,22 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
     work = out_csv.parent / ".rate-work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    levels, reports = [], []
     try:
-        with open(perf_log, "w") as log, \
-                serving.warmed_server(spec, "online", config_pbtxt, sweep, perf_data, server_log,
-                                      work) as (server, prov, data_json):
-            served = prov["server"]["served_by"]
+        with (open(perf_log, "w") as log,
+              serving.warmed_server(spec, "online", config_pbtxt, sweep, perf_data,
+                                    server_log, work) as (server, prov, data_json)):
             perf_analyzer.warm_up(_windowed(spec, max(settings["rates"])), "rate", server,
                                   sweep, data_json, work, log)
-
-            def measure(offered: float) -> dict:
-                row = sweep[0]._replace(rate=offered)
-                level, report = _level(spec, server, row, data_json, work, log, prov, budget)
-                levels.append({**level, SERVED_BY: served})
-                reports.append(report)
-                progress.done(f"{offered:g} requests/s: " + (
-                    f"p99 {level[EVERY['p99']]:.3g} ms, achieved {level[ACHIEVED]:.4g}/s"
-                    if EVERY["p99"] in level else report["error"]))
-                return level
-
-            progress = Progress(f"rate ({spec['key']['model']})",
-                                len(sweep) + settings["bisection_steps"])
+            measured = _Measured(prov["server"]["served_by"], Progress(
+                f"rate ({spec['key']['model']})", len(sweep) + settings["bisection_steps"]))
             for row in sweep:
-                measure(row.rate)
-            found = _bisect(levels, measure, settings["bisection_steps"], budget)
+                _offer(spec, server, row, data_json, work, log, prov, budget, measured)
+            found = _bisect(measured.levels, lambda rate: _offer(
+                spec, server, sweep[0]._replace(rate=rate), data_json, work, log, prov, budget,
+                measured), settings["bisection_steps"], budget)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    levels, reports = measured.levels, measured.reports
     table = pd.DataFrame(sorted(levels, key=lambda r: r[OFFERED]), columns=RATE_COLUMNS)
     result = {
         "scenario": "rate", "settings": settings, "model": model,
@@ -96,8 +90,29 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
         "levels": sorted(reports, key=lambda r: r["offered"]),
         "provenance": prov,
     }
-    serving.write(table, result, out_csv, out_json)
+    record.write(table, result, out_csv, out_json)
     print(max_rate_sentence(found, budget))
+
+
+@dataclass
+class _Measured:
+    """The levels of a rate sweep so far: the table's rows, the JSON's reports."""
+    served: str  # the backend that served them
+    progress: Progress
+    levels: list[dict] = field(default_factory=list)
+    reports: list[dict] = field(default_factory=list)
+
+
+def _offer(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict,
+           budget: float, measured: _Measured) -> dict:
+    """The level of `row`'s offered rate, kept in `measured`; its row."""
+    level_row, report = _level(spec, server, row, data_json, work, log, prov, budget)
+    measured.levels.append({**level_row, SERVED_BY: measured.served})
+    measured.reports.append(report)
+    measured.progress.done(f"{row.rate:g} requests/s: " + (
+        f"p99 {level_row[EVERY['p99']]:.3g} ms, achieved {level_row[ACHIEVED]:.4g}/s"
+        if EVERY["p99"] in level_row else report["error"]))
+    return level_row
 
 
 def offered(settings: dict, online: Path | None) -> dict:
@@ -138,29 +153,17 @@ def _windowed(spec: dict, offered: float) -> dict:
 
 def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict,
            budget: float) -> tuple[dict, dict]:
-    """One offered rate: perf_analyzer's row, every request's percentiles, the batches
-    Triton formed meanwhile, and what else loaded the host."""
+    """One offered rate (sweeps.level): perf_analyzer's row, every request's percentiles,
+    the batches Triton formed meanwhile, and what else loaded the host."""
     export = work / f"export_r{row.rate:g}.json"
-    before = serving.executions_by_batch(server, row.model)
     windowed = _windowed(spec, row.rate)
     # a run's windows, the record run's and the export's writing, with room to spare
     timeout_s = spec["model"]["rate"].get("level_timeout_s") or 120 + 3 * spec["perf"][
         "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
-    failed = None
-    gpus = provenance.measured_devices(prov)
-    with telemetry.Telemetry(gpus, server_pids=server.pids) as sampled, \
-            HostLoad(gpus) as load:
-        try:
-            measured = perf_analyzer.measure(windowed, "rate", server, row, data_json, work,
-                                             log, export=export, timeout_s=timeout_s)
-        except perf_analyzer.PerfDeath:
-            raise  # perf_analyzer or the stub killed: no level's answer
-        except perf_analyzer.PerfError as err:  # beyond what the server can answer: not
-            failed = err  # done in time, or its connections refused (an H100's TFT at 6,000/s)
-        else:  # no request's latency to judge the level by
-            if perf_analyzer.EXPORT_DROPPED in measured:
-                failed = perf_analyzer.PerfError(measured[perf_analyzer.EXPORT_DROPPED])
-    if failed:  # the host load's result exists once its block has ended
+    measured = level.measure(windowed, "rate", server, prov, row, data_json, work, log,
+                             export=export, timeout_s=timeout_s)
+    failed = measured.error
+    if failed:  # no request's latency to judge the level by
         _drain(server, row.model)
         export.unlink(missing_ok=True)
         code = "?" if failed.exit_code is None else failed.exit_code
@@ -168,24 +171,21 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
                f"made perf_analyzer fail (exit code {code}: rate.json holds its error)")
         return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
                  WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory, FAILED: why},
-                {"offered": row.rate, "error": str(failed),
-                 "host_load": serving.interference(server, [], load.result)})
-    formed = serving.formed_since(server, row.model, before)
+                {"offered": row.rate, "error": str(failed), "host_load": measured.host_load})
     latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
     tails = tail.percentiles(latencies)
     sent, achieved = arrival_rates(latencies, sending, seconds)
-    level = {**measured, "Distribution": row.distribution, OFFERED: row.rate, SENT: sent,
-             ACHIEVED: achieved, THROUGHPUT: achieved * row.batch,
-             **tail_row(len(latencies), seconds, tails),
-             WITHIN: keeps_budget(tails["p99"]["value"], budget, row.rate, sent, achieved,
-                                  sending)}
+    level_row = {**measured.runs[0], "Distribution": row.distribution, OFFERED: row.rate,
+                 SENT: sent, ACHIEVED: achieved, THROUGHPUT: achieved * row.batch,
+                 **tail_row(len(latencies), seconds, tails),
+                 WITHIN: keeps_budget(tails["p99"]["value"], budget, row.rate, sent, achieved,
+                                      sending)}
     report = {"offered": row.rate, "requests": len(latencies), "seconds": round(seconds, 3),
               "percentiles_ms": tails, "intervals": tail.INTERVALS,
-              "executions_by_batch": formed,
-              "host_load": serving.interference(server, [measured], load.result),
-              "telemetry": sampled.result}
-    return level, report
+              "executions_by_batch": measured.formed,
+              "host_load": measured.host_load, "telemetry": measured.telemetry}
+    return level_row, report
 
 
 def arrival_rates(latencies, sending_s: float, seconds: float) -> tuple[float, float]:
@@ -223,7 +223,7 @@ def _drain(server, model: str, quiet_s: float = 2.0, limit_s: float = 300.0) -> 
     open-loop run leaves a backlog behind), at most `limit_s`."""
     last, still_since, start = None, time.monotonic(), time.monotonic()
     while time.monotonic() - start < limit_s:
-        count = sum(serving.executions_by_batch(server, model).values())
+        count = sum(executions_by_batch(server, model).values())
         if count != last:
             last, still_since = count, time.monotonic()
         elif time.monotonic() - still_since >= quiet_s:

@@ -1,6 +1,6 @@
 """What a job asks a cluster scheduler for (profiles/slurm, profiles/kubernetes).
 
-A step that runs on the keyed device (device.runs_on_device) goes where the GPU registry
+A step that runs on the keyed device (run_facts.runs_on_device) goes where the GPU registry
 places its key and, on a GPU key, asks for exactly one GPU of that type; every other step
 (weights, data, export, FP32 conversion, repository) goes where the `cpu` key goes and asks
 for no GPU. Plots and reports are local rules (rules/report.smk): no job. Memory, runtime
@@ -14,7 +14,7 @@ unset.
 
 from __future__ import annotations
 
-from .measurement.device import runs_on_device
+from .run_facts import runs_on_device
 
 RESOURCES = ("mem_mb", "runtime", "cpus_per_task", "slurm_partition", "constraint",
              "gpu", "gpu_model", "gpu_manufacturer", "machine_type")

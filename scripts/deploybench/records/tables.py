@@ -51,7 +51,7 @@ STABLE = "Stable"
 WINDOW_SPREAD = "window spread (%)"
 PERF_COLUMNS = ["Batch", "Concurrency", THROUGHPUT, *LATENCY_COLUMNS, SHARED_MEMORY,
                 COMPONENT_SUM, SERVED_BY, STABLE, WINDOW_SPREAD]
-# Every request's tail (deploybench.tail) beside a row of online.csv and rate.csv: the
+# Every request's tail (deploybench.records.tail) beside a row of online.csv and rate.csv: the
 # requests of the windows perf_analyzer kept, the time they spanned, their percentiles
 TAIL_REQUESTS, TAIL_SECONDS = "Requests", "Measured (s)"
 EVERY = {f"p{q:g}": f"p{q:g} every request (ms)" for q in PERCENTILES}
@@ -66,7 +66,7 @@ def tail_row(requests: int, seconds: float, percentiles_ms: dict) -> dict:
             P99_CI[0]: percentiles_ms["p99"]["ci95"][0],
             P99_CI[1]: percentiles_ms["p99"]["ci95"][1]}
 
-# rate.csv (the rate scenario, deploybench.steps.rate): offered, the setting; sent, what
+# rate.csv (the rate scenario, deploybench.sweeps.open_loop): offered, the setting; sent, what
 # perf_analyzer's schedule (a seeded Poisson draw) sent over its kept windows; achieved,
 # what was answered, from the first send to the last answer
 OFFERED, SENT, ACHIEVED = "Offered (req/s)", "Sent (req/s)", "Achieved (req/s)"

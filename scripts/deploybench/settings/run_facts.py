@@ -1,13 +1,13 @@
-"""Facts of a resolved run (config.Settings.run) that rules, steps and reports ask alike:
-whether it is measured online, in which shared-memory modes, how it warms up, how
-perf_analyzer windows and reaches the server."""
+"""Facts of a resolved run (resolve.Settings.run) that rules, steps and reports ask alike:
+which of its steps run on its device, whether it is measured online, in which
+shared-memory modes, how it warms up, how perf_analyzer windows and reaches the server."""
 
 from __future__ import annotations
 
 import math
 
-from .backends import is_ensemble
-from .tail import KEPT_WINDOWS
+from ..backends import BACKENDS, is_ensemble
+from ..records.tail import KEPT_WINDOWS
 
 # The warm-up's levels where a scenario names none: its largest batch at its highest
 # concurrency. "max" and "max/2" stand for the sweep's (as the reference runners chose).
@@ -18,6 +18,27 @@ DEFAULT_WARMUP_LEVELS = (("max", "max"),)
 # offline step on an H100, 2026-11-28); one cut short by -r 3 left a request in flight into
 # the next level once (a CI run of 2026-11-28).
 WARM_UP_WINDOWS = 3
+
+
+# Steps that run on the keyed device (and check it is there); the others run anywhere.
+DEVICE_STEPS = ("conversion_check", "native", "accuracy", "offline", "online", "floor")
+
+
+def may_run_on_device(step: str) -> bool:
+    """Whether `step` runs on the keyed device for some run (see runs_on_device)."""
+    return step in DEVICE_STEPS or step == "convert"
+
+
+def runs_on_device(run: dict, step: str) -> bool:
+    """Whether `step` of a run needs the run's device: the steps above, and a conversion
+    that builds a TensorRT engine or casts to FP16 (on the device)."""
+    if step == "convert":
+        from ..runners import RUNNERS  # numpy: not imported before a step isolates itself
+
+        runner = (BACKENDS[run["backend"]["dense"]].runner  # an ensemble converts its dense part
+                  if is_ensemble(run) else run["backend"]["runner"])
+        return RUNNERS[runner].builds_on_device or run["precision"] != "fp32"
+    return step in DEVICE_STEPS
 
 
 def online_refusal(run: dict) -> str | None:

@@ -1,11 +1,11 @@
 """Why a key's precision cannot be measured, worded for the refusal while the DAG is built:
 a format that does not carry it, a GPU key that does not run it, a model that declares no
-tolerance for a quantized one (config.Settings.check_key asks)."""
+tolerance for a quantized one (config.Configuration.check_key asks)."""
 
 from __future__ import annotations
 
-from .backends import BACKENDS, QUANTIZED, carriers
-from .runners.quantization import SCHEMES
+from ..backends import BACKENDS, QUANTIZED, carriers
+from ..runners.quantization import SCHEMES
 
 
 def format_refusal(backend: str, precision: str) -> str | None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import plugins
-from .tensors import batched, numpy_dtype
+from .. import plugins
+from ..tensors import batched, numpy_dtype
 
 
 def describe_weights(settings: dict) -> str:

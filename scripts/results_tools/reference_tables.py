@@ -21,7 +21,7 @@ snake_case columns; a table column that repeats a parameter (001's Precision) mu
 with it, and a per-row column that is not a metric (001's Sequence Length) is kept as
 ``sequence_length``.
 
-    python -m deploybench.reference_tables ../shared/seeds config/reference/tables.csv
+    python scripts/results_tools/reference_tables.py ../shared/seeds config/reference/tables.csv
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import LATENCY_COLUMNS, THROUGHPUT
+from deploybench.records.tables import LATENCY_COLUMNS, THROUGHPUT
 
 INTRO = "Our results were obtained using the following configuration:"
 GPU_KEYS = {"A30": "a30", "A40": "a40", "A100": "a100", "V100": "v100", "T4": "t4",
@@ -351,7 +351,7 @@ def to_csv_text(frame: pd.DataFrame) -> str:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
-        sys.exit("usage: python -m deploybench.reference_tables DOCUMENTS_DIR OUT_CSV")
+        sys.exit("usage: python scripts/results_tools/reference_tables.py DOCUMENTS_DIR OUT_CSV")
     out = Path(argv[1])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(to_csv_text(parse_documents(argv[0])))

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import atomic
+from ..records import atomic
 
 MAX_FILES = 10_000  # more is not a checkpoint or a dataset (`data.path: /usr`)
 # A file changed less than this before it was hashed is not cached: a write within the

@@ -1,10 +1,10 @@
-"""What each per-configuration step depends on: the part of a resolved run (`config.Settings.run`)
+"""What each per-configuration step depends on: the part of a resolved run (`resolve.Settings.run`)
 that Snakemake passes a step as `params.spec`, so that a change to anything else re-runs
 nothing."""
 
 from __future__ import annotations
 
-from .backends import is_ensemble
+from ..backends import is_ensemble
 
 # What each per-configuration step reads: a change to anything else does not re-run it.
 _COMMON = ("key", "gpu", "backend", "precision", "artifact", "allow_gpu_mismatch",
@@ -20,7 +20,7 @@ STEP_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # the server's backends decide who serves it
     "model_repository": (_SERVE, ("inputs", "outputs", "triton", "ensemble", "compile_mode")),
     "floor": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),
-    # triton: which deployment it sends to (deploybench.deployments)
+    # triton: which deployment it sends to (deploybench.settings.deployments)
     "accuracy": (_SERVE, ("plugin", "hparams", "inputs", "outputs", "accuracy", "data",
                           "triton")),
     "offline": ((*_SERVE, "perf"), ("inputs", "outputs", "triton", "offline")),

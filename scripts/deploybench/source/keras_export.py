@@ -11,7 +11,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from .tensors import numpy_dtype
+from ..tensors import numpy_dtype
 
 
 def _signature(inputs: list[dict]) -> list:
