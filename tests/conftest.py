@@ -249,8 +249,9 @@ def _check_scenario(run: Path, settings: dict, scenario: str, perf: dict, batch_
     from deploybench.settings.run_facts import shared_memory_modes
 
     table = pd.read_csv(run / f"{scenario}.csv")
-    check_littles_law(table, scenario,
-                      settings.get("measurement_mode") == "time_windows")
+    # the scenario's mode, else the run's (perf: the tiny configs' quarter-second windows)
+    mode = settings.get("measurement_mode", perf["measurement_mode"])
+    check_littles_law(table, scenario, mode == "time_windows")
     # the reference documents' average: the components added up, beside perf_analyzer's
     summed = table[COMPONENTS].sum(axis=1)
     assert ((table[COMPONENT_SUM] - summed).abs() < 0.002).all(), table
@@ -268,7 +269,6 @@ def _check_scenario(run: Path, settings: dict, scenario: str, perf: dict, batch_
         wanted = [(str(settings["batch_size"]), f"{c}:{c}") for c in settings["concurrency"]]
         assert all("--shared-memory" not in c for c in commands), commands
     protocol = settings.get("protocol", "grpc" if scenario == "offline" else "http")
-    mode = settings.get("measurement_mode", perf["measurement_mode"])
     interval = settings.get("measurement_interval_ms", perf["measurement_interval_ms"])
     # retries double the interval; an online level short of perf.min_requests is
     # measured again with windows as many times longer as its tail says
