@@ -15,7 +15,7 @@ min_version("9.0")
 
 
 # `snakemake --report report.html`: its front page; what it lists is marked by reported()
-# (rules/common.smk).
+# (rules/targets.smk).
 report: "report/workflow.rst"
 
 
@@ -44,6 +44,8 @@ if config.get("container"):
 
 
 include: "rules/common.smk"
+include: "rules/inputs.smk"
+include: "rules/targets.smk"
 include: "rules/search_common.smk"
 include: "rules/source.smk"
 include: "rules/convert.smk"

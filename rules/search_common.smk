@@ -1,5 +1,5 @@
 # The configuration search's input functions (rules/search.smk, deploybench.search), apart
-# from rules/common.smk, which holds everything else the rules share.
+# from rules/common.smk, inputs.smk and targets.smk, which hold everything else the rules share.
 
 # A point's files are keyed by its name, which its values make (e.g. i2-q100-p512_1024).
 srch = layout.search  # a file of a configuration's search
