@@ -24,7 +24,7 @@ from test_triton import RUN, toy_repo  # noqa: F401 (a real ONNX model, python b
 
 from conftest import unprivileged
 from deploybench.sweeps import level
-from deploybench.triton import install, perf_analyzer, perf_failures
+from deploybench.triton import install, perf_analyzer, perf_failures, perf_output
 from deploybench.triton.server import TritonServer
 
 # e2e: each test that starts the real server (the windows' edges and the refused batch: none)
@@ -280,15 +280,15 @@ def test_foreign_requests_allow_for_every_kept_windows_edges():
     concurrency 1 (a CI-like run with no other client) are not foreign; a flood is."""
     out = ("Client: \n    Request count: {sent}\n"
            "Server: \n    Successful request count: {answered}\n")
-    row, measured = perf_analyzer.Row(4, 1, "system"), {perf_analyzer.REQUESTS: 1000.0}
+    row, measured = perf_analyzer.Row(4, 1, "system"), {perf_output.REQUESTS: 1000.0}
     edges = 2 * 3 * (1 + 2)  # concurrency 1, 2 ms of 1,000 requests/s, each edge
-    assert perf_analyzer.foreign_requests(out.format(sent=30, answered=37), row,
-                                          measured) == 0
-    assert perf_analyzer.foreign_requests(out.format(sent=30, answered=30 + edges), row,
-                                          measured) == 0
-    assert perf_analyzer.foreign_requests(out.format(sent=30, answered=330), row,
-                                          measured) == 300 - edges
-    assert perf_analyzer.foreign_requests("no counts", row, measured) is None
+    assert perf_output.foreign_requests(out.format(sent=30, answered=37), row,
+                                        measured) == 0
+    assert perf_output.foreign_requests(out.format(sent=30, answered=30 + edges), row,
+                                        measured) == 0
+    assert perf_output.foreign_requests(out.format(sent=30, answered=330), row,
+                                        measured) == 300 - edges
+    assert perf_output.foreign_requests("no counts", row, measured) is None
 
 
 def _run(requests: int) -> dict:

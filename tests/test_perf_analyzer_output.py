@@ -26,7 +26,8 @@ from deploybench.records.tables import (
     WINDOW_SPREAD,
 )
 from deploybench.triton import perf_analyzer
-from deploybench.triton.perf_analyzer import FOREIGN, REQUESTS, Row
+from deploybench.triton.perf_command import Row
+from deploybench.triton.perf_output import FOREIGN, REQUESTS
 
 DATA = Path(__file__).resolve().parent / "data" / "perf_analyzer"
 ONLINE_CSV = (DATA / "online_c2_none.csv").read_text()

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from deploybench.triton import perf_analyzer
-from deploybench.triton.perf_analyzer import Row
+from deploybench.triton.perf_command import Row
 
 PER_BATCH = {"deployments": "per_batch", "deployment_batches": [1, 4, 16],
              "max_batch_size": 16}

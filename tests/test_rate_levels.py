@@ -16,7 +16,7 @@ from deploybench.records.tables import ACHIEVED, EVERY, OFFERED, P99_CI, SENT, T
 from deploybench.sweeps import level as sweep_level
 from deploybench.sweeps import open_loop
 from deploybench.triton import perf_analyzer
-from deploybench.triton.perf_analyzer import Row
+from deploybench.triton.perf_command import Row
 
 DATA = Path(__file__).resolve().parent / "data" / "perf_analyzer"
 RATE = {"batch_size": 2, "distribution": "poisson", "p99_budget_ms": 20, "min_requests": 150,

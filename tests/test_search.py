@@ -27,7 +27,7 @@ from deploybench.settings.resolve import Settings
 from deploybench.steps.search import search_point
 from deploybench.sweeps import closed_loop
 from deploybench.triton.install import InstallMissing
-from deploybench.triton.perf_analyzer import PerfError
+from deploybench.triton.perf_failures import PerfError
 from deploybench.triton.server import ServerError
 
 RUN = "results/tft-tiny/cpu/onnx_fp32"

@@ -27,6 +27,7 @@ import torch
 
 from deploybench.records.tables import THROUGHPUT
 from deploybench.triton import cpp_backend, install, perf_analyzer, repository
+from deploybench.triton.perf_command import Row
 from deploybench.triton.server import TritonServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +99,7 @@ def main() -> None:
         repository.create(run, work / "model.pt", work / "repo", current.backends, "bench")
         data = work / "data.json"
         data.write_text(json.dumps({"data": [{"x": {"content": [0.5] * 64, "shape": [64]}}]}))
-        row = perf_analyzer.Row(args.batch, args.concurrency, "none", "bench")
+        row = Row(args.batch, args.concurrency, "none", "bench")
         results: dict[str, list[dict]] = {name: [] for name in builds}
         for round_ in range(args.rounds):
             for name in (list(builds) if round_ % 2 == 0 else list(builds)[::-1]):

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # levels, host load, served/native, the regression report's noise, locks and GPU claims,
 # repeats, the conversion check (the published tables' parser, scripts/results_tools/
 # reference_tables.py, is no module of the package since issue 66)
-MODULES = ["triton/perf_analyzer.py", "records/tail.py", "sweeps/open_loop.py",
+MODULES = ["triton/perf_analyzer.py", "triton/perf_output.py", "triton/perf_command.py",
+           "records/tail.py", "sweeps/open_loop.py",
            "sweeps/level.py", "measurement/host_load.py", "reporting/served_native.py",
            "reporting/compare.py", "measurement/locks.py", "measurement/device.py",
            "measurement/repeats.py", "steps/conversion_check.py", "steps/accuracy.py"]
@@ -150,7 +151,7 @@ def statuses(work: Path) -> dict[str, str]:
 
 
 def module_of(name: str) -> str:
-    """deploybench.triton.perf_analyzer.x_parse_csv__mutmut_3 -> triton/perf_analyzer.py"""
+    """deploybench.triton.perf_output.x_parse_csv__mutmut_3 -> triton/perf_output.py"""
     parts = name.split(".")
     cut = next(i for i, p in enumerate(parts) if p.startswith(("x_", "xǁ")))
     return "/".join(parts[1:cut]) + ".py"

@@ -42,6 +42,7 @@ from deploybench.settings.resolve import settings_of
 from deploybench.triton import config as triton_config
 from deploybench.triton import cpp_backend, perf_analyzer
 from deploybench.triton import repository as triton_repository
+from deploybench.triton.perf_command import Row
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,7 +148,7 @@ def main() -> None:
         if not needed.exists():
             raise SystemExit(f"{needed} not found: build it first (see this script's "
                              "docstring)")
-    rows = [perf_analyzer.Row(b, 1, m) for m in args.modes for b in args.batches]
+    rows = [Row(b, 1, m) for m in args.modes for b in args.batches]
     results = []
     with tempfile.TemporaryDirectory(prefix=".variants-", dir=folder) as scratch:
         for variant in ["as-built", *args.variant]:

@@ -27,7 +27,7 @@ from ..reporting.search_report import search_page
 from ..sweeps import closed_loop
 from ..triton import config as triton_config
 from ..triton import repository as triton_repository
-from ..triton.perf_analyzer import PerfError
+from ..triton.perf_failures import PerfError
 from ..triton.server import ServerError
 
 P99 = "p99 latency (ms)"

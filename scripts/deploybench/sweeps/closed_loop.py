@@ -37,7 +37,7 @@ from ..records.tables import (
 )
 from ..settings.run_facts import WARM_UP_WINDOWS, online_refusal
 from ..triton import config as triton_config
-from ..triton import cpp_backend, install, perf_analyzer
+from ..triton import cpp_backend, install, perf_analyzer, perf_output
 from ..triton import repository as triton_repository
 from ..triton.client import send_all
 from . import level, record
@@ -183,7 +183,7 @@ def _measure_in(spec: dict, scenario: str, repository: Path, sweep: list, perf_d
                 formed.append({**key, "executions_by_batch": measured.formed})
             runs = measured.runs
             rows.append({**median_run(runs), SERVED_BY: served[-1]["served_by"]})
-            requests.append({**key, perf_analyzer.REQUESTS: rows[-1][perf_analyzer.REQUESTS],
+            requests.append({**key, perf_output.REQUESTS: rows[-1][perf_output.REQUESTS],
                              "samples_per_request": row.batch,
                              "request_shapes": dict(row.shapes) or None})
             loads.append({**key, **measured.host_load})

@@ -15,7 +15,10 @@ from ..measurement import provenance, telemetry
 from ..measurement.host_load import HostLoad
 from ..triton import perf_analyzer
 from ..triton.client import executions_by_batch, formed_since
-from ..triton.perf_analyzer import EXPORT_DROPPED, FOREIGN, PerfDeath, PerfError, Row
+from ..triton.perf_analyzer import EXPORT_DROPPED
+from ..triton.perf_command import Row
+from ..triton.perf_failures import PerfDeath, PerfError
+from ..triton.perf_output import FOREIGN
 
 # the scenarios whose levels Triton's dynamic batcher serves: their formed batches counted
 DYNAMIC = ("online", "rate")

@@ -42,6 +42,7 @@ from ..settings.scenarios import rate_refusal
 from ..triton import perf_analyzer
 from ..triton import repository as triton_repository
 from ..triton.client import executions_by_batch
+from ..triton.perf_command import Row
 from . import level, record
 
 FAILED = "failed"  # a level's word on why perf_analyzer gave no measurement (not a column)
@@ -61,8 +62,7 @@ def rate(spec: dict, repository: Path, perf_data: Path, accuracy: Path, out_csv:
     batch, budget = settings["batch_size"], settings["p99_budget_ms"]
     model = deployments.for_scenario(spec, "online", batch).name
     config_pbtxt = triton_repository.config_path(repository, model)
-    sweep = [perf_analyzer.Row(batch, 0, "none", model, rate=r,
-                               distribution=settings["distribution"])
+    sweep = [Row(batch, 0, "none", model, rate=r, distribution=settings["distribution"])
              for r in settings["rates"]]
     work = out_csv.parent / ".rate-work"
     shutil.rmtree(work, ignore_errors=True)

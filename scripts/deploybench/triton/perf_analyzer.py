@@ -1,4 +1,6 @@
-"""perf_analyzer against a running Triton: its command line, its CSV, retries.
+"""perf_analyzer against a running Triton: the levels of a scenario, each measured with its
+retries, and the warm-up before them (the command line and its process: perf_command; what
+perf_analyzer prints, read: perf_output).
 
 Offline (the references' static batching): concurrency 1 (offline.concurrency), one
 perf_analyzer call per batch size, the model loaded without its dynamic batcher. Online:
@@ -12,134 +14,36 @@ step (fail): never a sweep silently ending with rows missing.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-import re
 import subprocess
-import threading
-import time
 from pathlib import Path
-from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 import psutil
 
-from ..records.tables import (
-    COMPONENT_SUM,
-    COMPONENTS,
-    LATENCY_COLUMNS,
-    PERF_COLUMNS,
-    SHARED_MEMORY,
-    STABLE,
-    THROUGHPUT,
-    WINDOW_SPREAD,
-)
-from ..records.tail import KEPT_WINDOWS
+from ..records.tables import PERF_COLUMNS, SHARED_MEMORY, STABLE, WINDOW_SPREAD
 from ..settings import deployments
-from ..settings.run_facts import DEFAULT_WARMUP_LEVELS, protocol, scenario_modes, window
+from ..settings.run_facts import DEFAULT_WARMUP_LEVELS, scenario_modes
+from .perf_command import MemoryExceeded, Row, command, run_client
 from .perf_failures import (
     PerfDeath,
     PerfError,
     PerfTimeout,
     death,
     oom_kills,
-    output_bytes,
     request_bytes,
 )
+from .perf_output import (
+    EMPTY_WINDOW,
+    FOREIGN,
+    UNSETTLED,
+    foreign_requests,
+    parse_csv,
+    window_spread,
+)
 
-# perf_analyzer's CSV columns (microseconds), as the reference tables' (milliseconds).
-PA_TO_TABLE = dict(zip(
-    ["Client Send", "Network+Server Send/Recv", "Server Queue", "Server Compute Input",
-     "Server Compute Infer", "Server Compute Output", "Client Recv", "p50 latency",
-     "p90 latency", "p95 latency", "p99 latency", "Avg latency"],
-    LATENCY_COLUMNS, strict=True))
-
-
-REQUESTS = "requests/s"  # beside THROUGHPUT (batch x requests/s), in the scenario's JSON
-
-# What perf_analyzer prints (-v) for each window, and when no three windows agreed
-WINDOW = re.compile(r"Pass \[\d+\] throughput: ([0-9.e+]+) infer/sec\. Avg latency: (\d+) usec")
-UNSETTLED = "Failed to obtain stable measurement"
-# a time window that ended before any request did: too short for this level
-EMPTY_WINDOW = "No valid requests recorded within time interval"
 # A stability threshold (%) any three windows meet: the run that records an unstable level
 ANY_SPREAD = 1_000_000
-# How long perf_analyzer's query of the server's statistics at a window's edge may take on a
-# busy host: requests that end meanwhile are the server's and not the client's (seen: 7 over
-# the kept windows of a 1,000 requests/s level on 2 busy cores, 2026-11-28, with no other client)
-STATISTICS_QUERY_S = 0.002
-# Requests of the kept windows: perf_analyzer's (client) and all the server answered
-SENT = re.compile(r"Client: *\n\s*Request count: (\d+)")
-ANSWERED = re.compile(r"Successful request count: (\d+)")
-# in the row of a run: requests the server answered in its windows that it did not send
-FOREIGN = "foreign requests"
 
-
-
-class Row(NamedTuple):
-    """One measurement: a batch size at a concurrency, inputs and outputs through
-    `shared_memory` (system, cuda; none: in the requests, as HTTP online sends them), sent
-    to the Triton model `model` (a deployment of the run; "": the model key's). A model
-    without a batch dimension (an ensemble's flattened interface) takes the batch inside
-    its tensors: `shapes` ((input, dims), ...) of that one request, sent at batch 1 with
-    the request in `data` (its --input-data); its inferences are the batch's samples.
-    `rate`: open loop (the rate scenario), requests/s arriving as `distribution` says,
-    instead of `concurrency` requests in flight."""
-
-    batch: int
-    concurrency: int
-    shared_memory: str
-    model: str = ""
-    shapes: tuple = ()
-    data: str = ""
-    rate: float = 0.0
-    distribution: str = ""
-
-
-def command(run: dict, scenario: str, server, row: Row, data_json: Path, csv_path: Path,
-            attempt: int = 1, scale: int = 1, stability: float | None = None,
-            export: Path | None = None) -> list[str]:
-    """The perf_analyzer command line. A retry doubles the window (its request count, or
-    its interval in time windows), as perf_analyzer advises when it cannot stabilise;
-    `scale` multiplies it (the warm-up's longer window); `stability` replaces
-    perf.stability_percentage. Verbose (-v): each window's figures, for their spread.
-    `export`: every request's timestamps (and data) written there (deploybench.records.tail)."""
-    batch, concurrency = row.batch, row.concurrency
-    model, perf = run["model"], run["perf"]
-    mode, interval_ms, request_count = window(run, scenario)
-    longer = scale * 2 ** (attempt - 1)
-    if mode == "time_windows":
-        interval_ms *= longer
-    else:
-        request_count *= longer
-    via = protocol(run, scenario)
-    cmd = [
-        str(server.install.perf_analyzer),
-        "-m", server.served_name(row.model or run["key"]["model"]),
-        *(["-x", server.version] if server.version else []),
-        "-b", "1" if row.shapes else str(batch),
-        *(f"--shape={name}:{','.join(map(str, dims))}" for name, dims in row.shapes),
-        # open loop: requests sent on schedule, never waiting for an answer (a backlog
-        # shows in the latency, as a service sees it)
-        *(["--request-rate-range", f"{row.rate:g}:{row.rate:g}",
-            "--request-distribution", row.distribution, "--async"] if row.rate
-          else ["--concurrency-range", f"{concurrency}:{concurrency}"]),
-        "--input-data", row.data or str(data_json), "--measurement-mode", mode,
-        *(["--measurement-request-count", str(request_count)]
-          if mode == "count_windows" else []),
-        "-p", str(interval_ms),
-        "-s", str(stability or perf["stability_percentage"]), "-r", str(perf["max_trials"]),
-        "-f", str(csv_path), "--verbose-csv", "-v",
-        "-i", via, "-u", server.grpc_url if via == "grpc" else server.http_url,
-    ]
-    if export:
-        cmd += ["--profile-export-file", str(export)]
-    if row.shared_memory != "none":
-        cmd += ["--shared-memory", row.shared_memory,
-                "--output-shared-memory-size", str(output_bytes(model["outputs"], batch))]
-    return cmd
 
 
 # perf_analyzer's profile export (every request's tail) holds every response's outputs
@@ -153,14 +57,6 @@ EXPORT_MEMORY_SHARE = 1 / 8  # of the memory available when the run starts
 # 30-s level into 211 s (2026-11-27), so a smaller cap ends such a level within seconds
 TAIL_EXPORT_CAP = 2**30
 EXPORT_DROPPED = "tail not taken"  # a measured row's key: why, where the export was dropped
-
-
-class MemoryExceeded(RuntimeError):
-    """perf_analyzer grew past its memory limit and was killed; `rss`: its size then."""
-
-    def __init__(self, rss: int):
-        super().__init__(f"perf_analyzer grew to {rss / 2**30:.1f} GiB")
-        self.rss = rss
 
 
 def export_limit(scenario: str) -> int:
@@ -177,98 +73,6 @@ def export_dropped(run: dict, row: Row, rss: int) -> str:
     return (f"perf_analyzer's profile export, which holds every request{each}, grew past "
             f"{rss / 2**30:.1f} GiB: the level was measured without it, and so were those "
             "after it")
-
-
-def _watch_memory(proc: subprocess.Popen, limit: int, over: list) -> None:
-    """Kill `proc` once its resident memory passes `limit` (recorded in `over`)."""
-    while proc.poll() is None:
-        try:
-            rss = psutil.Process(proc.pid).memory_info().rss
-        except psutil.Error:
-            return
-        if rss > limit:
-            over.append(rss)
-            proc.kill()
-            return
-        time.sleep(0.25)
-
-
-def run_client(server, cmd: list[str], timeout_s: float | None = None,
-               memory_limit: int | None = None) -> subprocess.CompletedProcess:
-    """perf_analyzer against `server`, in its environment (its shared-memory names), with
-    the descriptors it hands on (the device lock), in a session of its own that the
-    server's watchdog ends if this step is killed (deploybench.triton.watchdog).
-    TimeoutExpired after `timeout_s`, perf_analyzer killed, with what it printed;
-    MemoryExceeded once it grows past `memory_limit` bytes."""
-    watchdog = getattr(server, "watchdog", None)
-    over: list[int] = []
-    with subprocess.Popen(cmd, env=server.env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, pass_fds=server.keep_fds,
-                          start_new_session=True) as proc:
-        if watchdog:
-            watchdog.add(proc.pid)
-        if memory_limit:
-            threading.Thread(target=_watch_memory, args=(proc, memory_limit, over),
-                             daemon=True).start()
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            raise subprocess.TimeoutExpired(cmd, timeout_s, out, err) from None
-        except BaseException:  # Ctrl-C, a job's SIGTERM: perf_analyzer ends with the step
-            proc.kill()
-            raise
-        finally:
-            if watchdog:
-                watchdog.discard(proc.pid)
-    if over:
-        raise MemoryExceeded(over[0])
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
-def parse_csv(text: str, row: Row) -> dict:
-    """One perf_analyzer CSV (one concurrency level) -> one row in the reference tables'
-    units."""
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if len(rows) != 1:
-        raise PerfError(f"expected one measurement row from perf_analyzer, got {len(rows)}")
-    measured = rows[0]
-    # perf_analyzer counts -b inferences a request: 1 where the batch is in the tensors
-    per_second = float(measured["Inferences/Second"])
-    # the rate scenario's CSV has the offered rate where the others have the concurrency
-    table = {"Batch": row.batch, "Concurrency": int(measured.get("Concurrency", 0)),
-             THROUGHPUT: per_second * row.batch if row.shapes else per_second,
-             REQUESTS: per_second if row.shapes else per_second / row.batch}
-    table |= {ms: float(measured[us]) / 1000.0 for us, ms in PA_TO_TABLE.items()}
-    return table | {SHARED_MEMORY: row.shared_memory,
-                    COMPONENT_SUM: sum(table[c] for c in COMPONENTS)}
-
-
-def foreign_requests(stdout: str, row: Row, measured: dict) -> int | None:
-    """The requests the server answered in the windows perf_analyzer kept beyond those it
-    sent there (another client's: the server's statistics count everyone's), less what
-    the windows' edges account for: at both edges of each kept window, the requests in
-    flight and those ending while perf_analyzer queries the statistics, which one side
-    counts and the other not; None where perf_analyzer printed no counts."""
-    sent, answered = SENT.search(stdout), ANSWERED.search(stdout)
-    if not sent or not answered:
-        return None
-    in_flight = (math.ceil(row.rate * measured["p99 latency (ms)"] / 1000) + 1 if row.rate
-                 else row.concurrency)
-    edge = in_flight + math.ceil(measured.get(REQUESTS, 0) * STATISTICS_QUERY_S)
-    return max(0, int(answered.group(1)) - int(sent.group(1)) - 2 * KEPT_WINDOWS * edge)
-
-
-def window_spread(stdout: str) -> float:
-    """The spread of the last three windows perf_analyzer printed (those its stability
-    criterion compares): the larger of throughput's and average latency's (max - min) /
-    mean, in %; NaN where it printed fewer."""
-    windows = np.array(WINDOW.findall(stdout), dtype=float)[-3:]
-    if len(windows) < 3:
-        return float("nan")
-    spreads = (windows.max(axis=0) - windows.min(axis=0)) / windows.mean(axis=0) * 100
-    return round(float(spreads.max()), 2)
 
 
 def measure(run: dict, scenario: str, server, row: Row, data_json: Path, work: Path,
