@@ -1,5 +1,5 @@
-"""The C++ backend's unit tests (triton_backend/tests/unit_tests.cc, built by its CMake
-beside the library): Triton's data types as ATen's, gather and scatter of every data type
+"""The C++ backend's unit tests (triton_backend/tests/*_test.cc, one program built by its
+CMake beside the library): Triton's data types as ATen's, gather and scatter of every data type
 over a fake of the server's API (the batch's statistics too), ONNX Runtime's engine over an
 identity graph of each type the pipeline serves (FP32, FP16, INT32, INT64, BOOL: an INT32
 input bound as INT64 fails in seconds), requests of a wrong type or shape failing alone, the
