@@ -10,13 +10,12 @@ the value. A metric changed when the two sides' ranges (value ± noise) do not o
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from ..records import baseline, facts, layout
+from ..records import baseline, facts, formats, layout
 from ..records.facts import CONTENDED_SHARE
 from ..records.tables import (
     DEVICE_THROUGHPUT,
@@ -104,7 +103,7 @@ def compare_scenario(name: str, current: baseline.Measurement | None,
     result = Scenario(name, current, base)
     if current is None or base is None:
         return result
-    reports = [json.loads(m.json.read_text()) for m in (base, current)]
+    reports = [formats.read(m.json) for m in (base, current)]
     result.base_report, result.current_report = reports
     keys = LEVEL[name]
     tables = [_read(name, m.csv) for m in (base, current)]
@@ -253,7 +252,7 @@ def compare_measurements(current: dict[str, baseline.Measurement | None],
     differs in what they ran on."""
     offline = current["offline"]
     # native's criterion: the offline scenario's (else perf_analyzer's own)
-    stability = (json.loads(offline.json.read_text())["perf_analyzer_settings"].get(
+    stability = (formats.read(offline.json)["perf_analyzer_settings"].get(
         "stability_percentage", PERF_ANALYZER_STABILITY) if offline else PERF_ANALYZER_STABILITY)
     scenarios = [compare_scenario(name, current[name], bases[name], stability)
                  for name in baseline.SCENARIOS]
@@ -282,7 +281,7 @@ def compare_measurements(current: dict[str, baseline.Measurement | None],
 def _measurement(m: baseline.Measurement, report: dict) -> str:
     prov = report.get("provenance", {})
     ran = report.get("perf_analyzer_settings", {})
-    repeats = ran.get("repeats", 1)
+    repeats = ran.get("repeats", 1)  # native.json has no perf_analyzer_settings
     return (f"`{m.label}` (measured {prov.get('date', 'at an unrecorded date')}"
             + (f", stability {ran['stability_percentage']:g} %"
                if "stability_percentage" in ran else "")

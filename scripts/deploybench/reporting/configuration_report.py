@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import export_precision
-from ..records import tail
+from ..records import formats, tail
 from ..records.facts import CONTENDED_SHARE
 from ..records.tables import (
     SHARED_MEMORY,
@@ -120,7 +120,7 @@ def _online_section(run: dict, files: dict, rel: dict) -> str:
             f"![Latency vs concurrency]({rel['online_latency']})\n\n"
             + unstable_note(read_perf(files["online"]), run["perf"])
             + markdown_table(measured_columns(read_perf(files["online"])))
-            + _tail(json.loads(Path(files["online_json"]).read_text()), rel.get("online_tail")))
+            + _tail(formats.read(Path(files["online_json"])), rel.get("online_tail")))
 
 
 def _tail(report: dict, plot: str | None) -> str:
@@ -309,9 +309,9 @@ def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, 
     if online:
         files |= {"online": online, "online_latency": online_latency,
                   "online_tail": online_tail, "online_json": online_json}
-    reports = {"offline": json.loads(Path(offline_json).read_text()),
-               "online": json.loads(Path(online_json).read_text()) if online_json else {},
-               "native": json.loads(Path(native_json).read_text()) if native_json else {}}
+    reports = {"offline": formats.read(Path(offline_json)),
+               "online": formats.read(Path(online_json)) if online_json else {},
+               "native": formats.read(Path(native_json)) if native_json else {}}
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
@@ -475,5 +475,5 @@ def _unavailable(gpu) -> list[tuple[str, str]]:
 
 
 def _first_calls(native_json: Path) -> str:
-    calls = json.loads(Path(native_json).read_text()).get("first_call_s", {})
+    calls = formats.read(Path(native_json)).get("first_call_s", {})
     return ", ".join(f"batch {b}: {s:.2f}" for b, s in calls.items()) or "not recorded"

@@ -5,10 +5,9 @@ or not at all."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..records import atomic, layout
+from ..records import atomic, formats, layout
 from ..reporting import compare
 from ..reporting import plots as drawn
 from ..reporting.configuration_report import configuration_page
@@ -32,14 +31,14 @@ def online_plot(spec: dict, online: Path, online_json: Path, online_latency: Pat
     """The online plots, a rule of their own: only configurations measured online have
     them."""
     drawn.online_latency_plot(online, drawn.title(spec), online_latency)
-    report = json.loads(Path(online_json).read_text())
+    report = formats.read(Path(online_json))
     drawn.tail_plot(report.get("tail", []), report.get("batches_formed", []), "Concurrency",
                     drawn.title(spec), online_tail)
 
 
 def rate_plot(spec: dict, rate_csv: Path, rate_json: Path, rate_latency: Path) -> None:
     """Latency against the offered rate, the p99 budget (rate.json's) as a line."""
-    budget = json.loads(Path(rate_json).read_text())["settings"]["p99_budget_ms"]
+    budget = formats.read(Path(rate_json))["settings"]["p99_budget_ms"]
     drawn.rate_latency_plot(rate_csv, budget, drawn.title(spec), rate_latency)
 
 
