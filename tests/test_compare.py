@@ -159,7 +159,8 @@ def test_the_comparison_step_reads_the_files_it_is_given(tmp_path, monkeypatch):
     folder baseline's files, given too): the same report as the configuration's folder
     read whole, and a scenario not given is not measured, whatever else is on disk."""
     from conftest import ROOT
-    from deploybench.reporting.compare import compare_configuration, render_configuration
+    from deploybench.reporting.compare import compare_configuration
+    from deploybench.reporting.compare_report import render_configuration
     from deploybench.steps.report import configuration_comparison
 
     monkeypatch.chdir(ROOT)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records import atomic, formats, layout
-from ..reporting import compare
+from ..reporting import compare, compare_report
 from ..reporting import plots as drawn
 from ..reporting.configuration_report import configuration_page
 from ..reporting.html_page import html_page as html_of
@@ -84,7 +84,7 @@ def configuration_comparison(spec: dict, offline: Path, online: Path | list,
     comparison = compare.compare_given({name: pair if all(pair) else None
                                         for name, pair in given.items()},
                                        spec["baseline"], [Path(f) for f in baseline])
-    _write(out, compare.render_configuration(spec["title"], comparison))
+    _write(out, compare_report.render_configuration(spec["title"], comparison))
 
 
 def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
@@ -92,7 +92,7 @@ def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
     and every configuration report on disk) summarised, linked to its compare.md."""
     folders = sorted({Path(c).parent for c in configs}
                      | {r.parent for r in layout.configuration_reports(Path(out))})
-    _write(out, compare.model_page(spec, folders))
+    _write(out, compare_report.model_page(spec, folders))
 
 
 def html_page(spec: dict, md: Path, out: Path) -> None:
