@@ -45,8 +45,10 @@ def search_inputs(w):
     else:
 
         def measure(point):
+            from deploybench.records import formats  # point.json: its version checked
+
             done = checkpoints.search_point.get(**key_of(w), point=point)
-            return json.loads(Path(done.output.out).read_text())
+            return formats.read(done.output.out)
 
         triton = run_of(w)["model"]["triton"]
         budget = search.get("p99_budget_ms")

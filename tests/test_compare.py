@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from conftest import main_config
-from deploybench.records import baseline, layout
+from deploybench.records import baseline, formats, layout
 from deploybench.reporting.compare import changed, differences, noise
 from deploybench.settings.config import ConfigError, check_main
 
@@ -159,7 +159,8 @@ def test_the_comparison_step_reads_the_files_it_is_given(tmp_path, monkeypatch):
     folder baseline's files, given too): the same report as the configuration's folder
     read whole, and a scenario not given is not measured, whatever else is on disk."""
     from conftest import ROOT
-    from deploybench.reporting.compare import compare_configuration, render_configuration
+    from deploybench.reporting.compare import compare_configuration
+    from deploybench.reporting.compare_report import render_configuration
     from deploybench.steps.report import configuration_comparison
 
     monkeypatch.chdir(ROOT)
@@ -207,7 +208,6 @@ def _side(folder: Path, throughput: float, ci95=None, stable=True, spread=float(
           contended=False) -> baseline.Measurement:
     """One side of a comparison: offline batch 4 at `throughput`, 10 ms average, stability
     criterion 10 %, with its repeats' interval `ci95` and host load where given."""
-    import json
 
     import pandas as pd
 
@@ -220,7 +220,7 @@ def _side(folder: Path, throughput: float, ci95=None, stable=True, spread=float(
               "host_load": [{**level, "contended": contended}]}
     if ci95:
         report["repeats"] = [{**level, "ci95": ci95}]
-    (folder / "offline.json").write_text(json.dumps(report))
+    (folder / "offline.json").write_text(formats.text(report))
     return baseline.Measurement(folder / "offline.csv", folder / "offline.json", folder.name)
 
 
@@ -283,7 +283,6 @@ def test_levels_on_one_side_only_and_a_mixed_verdict(tmp_path):
     """Baseline batches 4 and 8, current 4 and 16: 8 removed (its baseline figures kept),
     16 added (its current ones); batch 4 twice as fast but with twice the average latency
     (lower is better): mixed, each change in %."""
-    import json
 
     import pandas as pd
 
@@ -296,7 +295,7 @@ def test_levels_on_one_side_only_and_a_mixed_verdict(tmp_path):
                                "p99 latency (ms)": ms, "sum of components (ms)": ms}
                               for b, t, ms in rows])
         table.to_csv(folder / "offline.csv", index=False)
-        (folder / "offline.json").write_text(json.dumps(
+        (folder / "offline.json").write_text(formats.text(
             {"perf_analyzer_settings": {"stability_percentage": 10}}))
         return baseline.Measurement(folder / "offline.csv", folder / "offline.json", "x")
 

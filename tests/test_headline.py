@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
+from deploybench.records import formats
 from deploybench.records.tables import COMPONENT_SUM, SHARED_MEMORY, THROUGHPUT
 from deploybench.reporting.headline import configuration_headline, configuration_lines, model_lines
 from deploybench.reporting.model_report import _dated_line, dated_sets_table
@@ -34,19 +35,19 @@ def write_configuration(folder: Path, offline_contended=(), native_contended=Fal
                             COMPONENT_SUM: [10.0, 10.5, 12.8]})
     offline.to_csv(folder / "offline.csv", index=False)
     levels = [{"Batch": b, "Concurrency": 1, SHARED_MEMORY: "system"} for b in (1, 4, 16)]
-    (folder / "offline.json").write_text(json.dumps({"provenance": PROV, "host_load": [
+    (folder / "offline.json").write_text(formats.text({"provenance": PROV, "host_load": [
         _load(level, level["Batch"] in offline_contended) for level in levels]}))
     if online:
         pd.DataFrame({"Batch": 1, "Concurrency": [1, 2, 4],
                       THROUGHPUT: [90.0, 170.0, 160.0], "p99 latency (ms)": [12.0, 13.25, 30.0],
                       SHARED_MEMORY: "none", COMPONENT_SUM: [10.0, 11.0, 24.0]}).to_csv(
             folder / "online.csv", index=False)
-        (folder / "online.json").write_text(json.dumps({"provenance": PROV, "host_load": [
+        (folder / "online.json").write_text(formats.text({"provenance": PROV, "host_load": [
             _load({"Batch": 1, "Concurrency": c, SHARED_MEMORY: "none"}, False)
             for c in (1, 2, 4)]}))
     pd.DataFrame({"Batch": [1, 4, 16], THROUGHPUT: [125.0, 400.0, 2000.0]}).to_csv(
         folder / "native.csv", index=False)
-    (folder / "native.json").write_text(json.dumps({"provenance": PROV, "host_load": _load(
+    (folder / "native.json").write_text(formats.text({"provenance": PROV, "host_load": _load(
         {}, native_contended)}))
     pd.DataFrame([
         {"name": "p50_risk", "kind": "metric", "triton": 1.2345, "source": 1.2346,
@@ -85,7 +86,7 @@ def test_a_configuration_headline_takes_every_number_from_its_files(tmp_path):
 def _rate_json(folder: Path, rate, high, throughput) -> Path:
     """A rate.json of the rate step's shape: the bracket of the highest rate within 40 ms."""
     path = folder / "rate.json"
-    path.write_text(json.dumps({"settings": {"p99_budget_ms": 40}, "max_rate_within_budget": {
+    path.write_text(formats.text({"settings": {"p99_budget_ms": 40}, "max_rate_within_budget": {
         "rate": rate, "bracket": [rate, high], "throughput": throughput}}))
     return path
 
@@ -114,7 +115,7 @@ def test_a_deployment_over_two_gpus_gives_a_gpus_share_too(tmp_path):
     """triton.gpus 2 (the offline JSON's triton settings): each peak also a GPU's share."""
     folder = write_configuration(tmp_path / "c")
     report = json.loads((folder / "offline.json").read_text())
-    (folder / "offline.json").write_text(json.dumps({**report, "triton": {"gpus": 2}}))
+    (folder / "offline.json").write_text(formats.text({**report, "triton": {"gpus": 2}}))
     text = configuration_lines(headline_of(folder), "deploybench backend")
     assert "1,250 inf/s (625 a GPU of 2) at batch 16\n" in text
     assert "170 inf/s (85 a GPU of 2) at concurrency 2" in text
@@ -151,7 +152,7 @@ def test_an_ensembles_native_loop_that_timed_the_request_being_made_has_no_ratio
     assert ("**Served/native** at the largest batch: left out: native timed the request's "
             "making too (the ensemble's samples made into its request)") in text
     native = json.loads((folder / "native.json").read_text())
-    (folder / "native.json").write_text(json.dumps({**native, "timed_from": "request"}))
+    (folder / "native.json").write_text(formats.text({**native, "timed_from": "request"}))
     ratio = served_vs_native(folder / "offline.csv", folder / "native.csv")
     assert ratio["served/native"].tolist() == [0.8, 0.95, 0.625]  # 100/125, 380/400, 1250/2000
     single = write_configuration(tmp_path / "s")  # Served by deploybench: kept as it was
@@ -159,14 +160,14 @@ def test_an_ensembles_native_loop_that_timed_the_request_being_made_has_no_ratio
         "served/native"].tolist() == [0.8, 0.95, 0.625]
     # lookups through a cache: the native loop's python store is not the served engine's
     cached = {**native, "timed_from": "request", "sparse_store": {"whole_on_device": False}}
-    (folder / "native.json").write_text(json.dumps(cached))
+    (folder / "native.json").write_text(formats.text(cached))
     assert served_vs_native(folder / "offline.csv", folder / "native.csv")[
         "served/native"].isna().all()
     assert "left out: native's cached lookups are the python store's" in configuration_lines(
         headline_of(folder), "")
-    (folder / "native.json").write_text(json.dumps({**native, "timed_from": "request"}))
+    (folder / "native.json").write_text(formats.text({**native, "timed_from": "request"}))
     served = json.loads((folder / "offline.json").read_text())
-    (folder / "offline.json").write_text(json.dumps(
+    (folder / "offline.json").write_text(formats.text(
         {**served, "embedding_cache": {"hit_rate": 0.57}}))  # a served miss says it too
     assert served_vs_native(folder / "offline.csv", folder / "native.csv")[
         "served/native"].isna().all()
@@ -369,7 +370,7 @@ def test_a_folder_whose_scenarios_ran_apart_says_so_in_its_headlines(tmp_path):
     assert line.splitlines()[0].endswith(f"; {said}")
     assert "its scenarios measured apart" in line.splitlines()[-1]
     ran = json.loads((folder / "online.json").read_text())
-    (folder / "online.json").write_text(json.dumps({**ran, "provenance": offline}))
+    (folder / "online.json").write_text(formats.text({**ran, "provenance": offline}))
     facts = headline_of(folder)
     assert facts["apart"] is None
     assert "apart" not in configuration_lines(facts, "x") + model_lines({"a": facts})

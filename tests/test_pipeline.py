@@ -29,7 +29,7 @@ from conftest import (
     tiny_models,
 )
 from deploybench.measurement import host_load
-from deploybench.records import facts
+from deploybench.records import facts, formats
 from deploybench.records.tables import NATIVE_COLUMNS, PROCESS_TELEMETRY, TAIL_COLUMNS
 from deploybench.records.tables import PERF_COLUMNS as COLUMNS
 from deploybench.reporting.served_native import served_vs_native, served_vs_native_table
@@ -231,7 +231,7 @@ def test_served_over_native_is_refused_across_devices(built, tmp_path):
     assert len(ratio) == 2 and (ratio["served/native"] > 0).all()
     native = json.loads((tmp_path / "native.json").read_text())
     native["provenance"]["host"] = "another-node"
-    (tmp_path / "native.json").write_text(json.dumps(native))
+    (tmp_path / "native.json").write_text(formats.text(native))
     with pytest.raises(facts.DifferentDevices, match="host .* against 'another-node'"):
         served_vs_native(tmp_path / "offline.csv", tmp_path / "native.csv")
     assert "served/native not computed" in served_vs_native_table(

@@ -25,7 +25,7 @@ from conftest import (
     snakemake,
 )
 from deploybench.measurement import provenance
-from deploybench.records import layout
+from deploybench.records import formats, layout
 
 pytestmark = pytest.mark.e2e  # real Snakemake, Triton and perf_analyzer
 
@@ -140,7 +140,7 @@ def test_a_baseline_folder_is_compared_level_by_level(built, tmp_path):
     report["repeats"] = [{"Batch": 1, "Concurrency": 2, "Shared memory": "none",
                           "ci95": [wide["Inferences/Second"] * 0.05,
                                    wide["Inferences/Second"] * 1.1]}]
-    (committed / "online.json").write_text(json.dumps(report))
+    (committed / "online.json").write_text(formats.text(report))
     setting = f"compare={{baseline: {committed.parent}}}"
     snakemake(work, f"{RUN}/compare.md", "--config", setting)
 

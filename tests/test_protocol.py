@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from deploybench.records import formats
 
 TABLES = ROOT / "config/reference/tables.csv"
 # The folders issue 63 found off their documents' protocol, where they are kept now
@@ -158,12 +159,12 @@ def test_the_reports_check_names_each_difference_and_passes_the_documents_settin
         changed = json.loads(original)
         for key, value in change.items():
             changed[key] = {**changed[key], **value} if isinstance(value, dict) else value
-        (folder / "offline.json").write_text(json.dumps(changed))
+        (folder / "offline.json").write_text(formats.text(changed))
         assert differences(folder, reference) == [said], change
     (folder / "offline.json").write_text(original)
     online = json.loads((folder / "online.json").read_text())
     online["perf_analyzer_settings"]["protocol"] = "grpc"
-    (folder / "online.json").write_text(json.dumps(online))
+    (folder / "online.json").write_text(formats.text(online))
     assert differences(folder, reference) == [
         "Protocol (online): GRPC (the document's: HTTP)"]
 

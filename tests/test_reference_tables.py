@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 import reference_tables
 
+from deploybench.records import formats
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -169,7 +171,8 @@ def test_settings_of_the_published_tables_sit_beside_what_ran():
     assert ours["Request count (offline)"] == str(
         ran["perf_analyzer_settings"]["measurement_request_count"])
     assert ours["TensorRT CUDA graphs"] == ""  # not a TensorRT configuration
-    assert "export_precision" not in ran and ours["Export precision"] == "FP32"  # before it
+    # written before exports had a precision: FP32, as migrate_results.py recorded it
+    assert ran["export_precision"] == "fp32" and ours["Export precision"] == "FP32"
     # time windows (FastPitch's document): their length, no request count
     folder = ROOT / "results" / "fastpitch" / "h100" / "ts-trace_fp16"
     table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
@@ -210,7 +213,7 @@ def test_reports_show_the_export_precision_a_configuration_ran(tmp_path):
     folder = tmp_path / "bert" / "h100" / "trt_fp16"
     shutil.copytree(ROOT / "results" / "bert" / "h100" / "ts-trace_fp16", folder)
     ran = json.loads((folder / "offline.json").read_text())
-    (folder / "offline.json").write_text(json.dumps({**ran, "export_precision": "fp16"}))
+    (folder / "offline.json").write_text(formats.text({**ran, "export_precision": "fp16"}))
     table = reference_settings([folder / "README.md"], ROOT / "config/reference/tables.csv",
                                "004_0e3f950e04427afa.txt", {})
     assert table.set_index("Setting").loc["Export precision", "h100 trt_fp16"] == "FP16"
@@ -310,7 +313,7 @@ def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
         ran["provenance"]["date"] = f"{date}T00:00:00+00:00"
         online = settings.pop("online", {})
         ran["perf_analyzer_settings"] |= settings
-        ran_at.write_text(json.dumps(ran))
+        ran_at.write_text(formats.text(ran))
         online_at = ran_at.with_name("online.json")
         if online is None:  # offline only
             online_at.unlink()
@@ -318,7 +321,7 @@ def test_the_other_sides_of_a_pair_stand_beside_the_published_rows(tmp_path):
         elif online:
             ran = json.loads(online_at.read_text())
             ran["perf_analyzer_settings"] |= online
-            online_at.write_text(json.dumps(ran))
+            online_at.write_text(formats.text(ran))
     configs = [tmp_path / f"{key}/ts-trace_fp16/README.md" for key in ("h100", "h300")]
     sets = sorted(p.parent for p in tmp_path.glob("*/*/NOTES.md"))
     beside = sets_beside(configs, sets)

@@ -5,8 +5,10 @@ same bytes again and unpack nothing that could do harm."""
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
+from pathlib import Path
 
 import pytest
 import results_archive as ra
@@ -36,6 +38,39 @@ def test_the_tracked_tree_is_small_and_holds_no_logs_or_history_copies():
              and ra.is_kept("/".join(name.split("/")[3:]))]
     assert not loose, \
         f"pack them (python scripts/results_tools/results_archive.py pack): {loose[:5]}"
+
+
+# What is not a result: a probe's script (its outputs go with it, under docs/probes/) or a
+# served scenario's scratch model repository (deploybench.serving.scratch_folder)
+NOT_RESULTS = re.compile(r"(^|/)\.scenario-[^/]*/|\.(sh|py|ipynb)$")
+
+
+def not_results(names: list[str]) -> list[str]:
+    return [name for name in names if name.startswith("results/") and NOT_RESULTS.search(name)]
+
+
+def test_results_hold_no_probe_scripts_or_scratch_folders():
+    assert not not_results(tracked()), "probes go to docs/probes/, scratch is never committed"
+
+
+@pytest.mark.parametrize("name, stray", [
+    ("results/tft/h100/aoti-2026-11-24/aoti_probe.py", True),
+    ("results/tft/h100/aoti-2026-11-24/load_probe.sh", True),
+    ("results/dcnv2/h200/set-2026-11-28/hps-onnx_fp32/.scenario-4zagxdl8/repository/m/config.pbtxt",
+     True),
+    ("results/dcnv2/h200/set-2026-11-28/hps-onnx_fp32/offline.json", False),
+    ("results/tft/h100/aoti-2026-11-24/gpu.txt", False),
+    ("docs/probes/tft-aoti-2026-11-24/aoti_probe.py", False),
+])
+def test_a_planted_probe_or_scratch_folder_fails_the_tree(name, stray):
+    assert not_results([*tracked(), name]) == ([name] if stray else [])
+
+
+def test_git_ignores_a_scenarios_scratch_folder():
+    scratch = "results/m/h100/a_fp32/.scenario-123-x4/repository/m/config.pbtxt"
+    ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index",
+                              scratch], check=False).returncode
+    assert ignored == 0, f"{scratch} is not ignored: .gitignore lacks .scenario-*"
 
 
 def _set(folder):
@@ -186,3 +221,25 @@ def test_plots_are_palette_pngs_and_results_json_compact(tmp_path):
     data = {"a": [1, 2.5], "b": {"c": None}}
     assert atomic.json_text(data) == '{"a":[1,2.5],"b":{"c":null}}'
     assert json.loads(atomic.json_text(data)) == data
+
+
+def test_a_scenarios_scratch_is_removed_however_its_step_ends(tmp_path):
+    """The scratch repository goes when the server stops, on success and on failure; one a
+    killed step left (its process gone) goes with the next scenario served there, a live
+    step's stays."""
+    from deploybench.serving import scratch_folder
+
+    with subprocess.Popen(["true"]) as ended:  # a pid that has ended
+        ended.wait()
+    stale = tmp_path / f".scenario-{ended.pid}-x1/repository"
+    live = tmp_path / f".scenario-{os.getpid()}-x2/repository"
+    for folder in (stale, live):
+        folder.mkdir(parents=True)
+    with pytest.raises(RuntimeError), scratch_folder(tmp_path) as scratch:
+        assert not stale.parent.exists() and live.exists()
+        (Path(scratch) / "repository").mkdir()
+        raise RuntimeError("the server failed")
+    assert not Path(scratch).exists() and live.exists()
+    with scratch_folder(tmp_path) as scratch:
+        pass
+    assert not Path(scratch).exists()

@@ -21,6 +21,7 @@ from tritonclient.grpc import model_config_pb2
 
 from conftest import ROOT, copy_build, main_config, planned_jobs, snakemake
 from deploybench import search
+from deploybench.records import formats
 from deploybench.reporting.search_report import summary
 from deploybench.settings.config import ConfigError
 from deploybench.settings.resolve import Settings
@@ -387,9 +388,9 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
     folder = tmp_path / "results/m/h100/aoti-cg_fp16/search"
     folder.mkdir(parents=True)
     level = {"batch": 16, "concurrency": 64, "shared_memory": "none", "avg_ms": 5.0}
-    (folder / "search.json").write_text(json.dumps({
+    (folder / "search.json").write_text(formats.text({
         "strategy": "grid", "points": ["i1", "i2"], "grid": ["i1", "i2"], "p99_budget_ms": 25,
-        "winner": "i2", "reference": "i1",
+        "winner": "i2", "reference": "i1", "rank": "measured",
         "results": {"i1": {"status": "ok", "online": [{**level, "throughput": 1000.0,
                                                       "p99_ms": 9.5}]},
                     "i2": {"status": "ok", "online": [{**level, "throughput": 2500.0,
@@ -399,7 +400,7 @@ def test_the_model_report_lists_the_searches_on_disk(tmp_path):
         kept = tmp_path / f"results/m/{where}/aoti-cg_fp16/search"
         kept.mkdir(parents=True)
         summary = json.loads((folder / "search.json").read_text())
-        (kept / "search.json").write_text(json.dumps({**summary, "strategy": "descent",
+        (kept / "search.json").write_text(formats.text({**summary, "strategy": "descent",
                                                       "points": ["i1"], "winner": "i1"}))
     (tmp_path / "results/m/h100/search-2026-11-25/NOTES.md").write_text("# a set\n")
     table = searches_table(tmp_path / "results/m/README.md")
@@ -450,15 +451,15 @@ def test_the_bench_compares_a_partial_grid_only_when_asked(tmp_path):
     plain call refuses, and so does a walk that needs a missing point."""
     dims = {"instances": [1, 2], "max_queue_delay_us": [100, 1000]}
     throughput = {"i1-q100": 1000.0, "i2-q100": 3000.0, "i2-q1000": 2000.0, "i1-q1000": 9000.0}
-    (tmp_path / "search.json").write_text(json.dumps({
+    (tmp_path / "search.json").write_text(formats.text({
         "key": {"model": "m", "gpu": "h100", "backend": "aoti-cg", "precision": "fp16"},
         "grid": search.grid(dims), "dimensions": dims, "reference": "i1-q100",
-        "p99_budget_ms": 25, "descent_passes": 1}))
+        "p99_budget_ms": 25, "rank": "measured", "descent_passes": 1}))
 
     def measured(*names):
         for name in names:
             (tmp_path / name).mkdir(exist_ok=True)
-            (tmp_path / name / "point.json").write_text(json.dumps({"status": "ok", "online": [
+            (tmp_path / name / "point.json").write_text(formats.text({"status": "ok", "online": [
                 {"concurrency": 8, "throughput": throughput[name], "p99_ms": 20.0}]}))
 
     measured("i1-q100", "i2-q100")  # the descent then needs i2-q1000

@@ -2,10 +2,10 @@
 arrays' native figure, CUDA shared memory beside the device-resident one, inputs in the
 requests (none) beside the host arrays'; each ratio worked out by hand."""
 
-import json
 
 import pandas as pd
 
+from deploybench.records import formats
 from deploybench.records.tables import COMPONENT_SUM, DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT
 from deploybench.reporting.served_native import at_max_batch, served_vs_native
 
@@ -18,8 +18,8 @@ def write(folder, served_rows, native_rows):
     pd.DataFrame(native_rows).to_csv(folder / "native.csv", index=False)
     levels = [{"Batch": r["Batch"], "Concurrency": 1, SHARED_MEMORY: r[SHARED_MEMORY],
                "contended": False} for r in served_rows]
-    (folder / "offline.json").write_text(json.dumps({"provenance": PROV, "host_load": levels}))
-    (folder / "native.json").write_text(json.dumps({"provenance": PROV,
+    (folder / "offline.json").write_text(formats.text({"provenance": PROV, "host_load": levels}))
+    (folder / "native.json").write_text(formats.text({"provenance": PROV,
                                                     "host_load": {"contended": False}}))
     return folder / "offline.csv", folder / "native.csv"
 

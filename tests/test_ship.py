@@ -4,13 +4,13 @@ budget, with the marks that say when its figure is not what one gets today."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from deploybench.records import formats
 from deploybench.records.tables import LATENCY_COLUMNS
 from deploybench.reporting.ship import candidates, ship_page
 
@@ -31,7 +31,7 @@ def measured(folder: Path, levels: list[tuple], *, served_by="deploybench", code
         if column not in table:
             table[column] = 1.0
     table.to_csv(folder / f"{scenario}.csv", index=False)
-    (folder / f"{scenario}.json").write_text(json.dumps({
+    (folder / f"{scenario}.json").write_text(formats.text({
         "host_load": [{"Batch": 16, "Concurrency": c, "contended": c in contended}
                       for c, *_ in levels],
         "triton": {"gpus": gpus, "instances": 1},
@@ -40,7 +40,7 @@ def measured(folder: Path, levels: list[tuple], *, served_by="deploybench", code
     if config:
         (folder / "config.pbtxt").write_text(config)
     if rate:
-        (folder / "rate.json").write_text(json.dumps(
+        (folder / "rate.json").write_text(formats.text(
             {"settings": {"p99_budget_ms": 25}, "max_rate_within_budget": rate}))
     return folder
 

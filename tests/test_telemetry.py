@@ -141,7 +141,8 @@ def test_bad_input_is_refused_before_sampling():
 def test_the_report_shows_gpu_rows_and_what_nvml_could_not_give(tmp_path):
     """A MIG instance's rows (utilisation unavailable there) and a neighbour on the GPU, as
     the configuration report's Telemetry and Host load sections show them."""
-    from deploybench.reporting.configuration_report import _host_load, _telemetry
+    from deploybench.reporting.conditions import host_load_section as _host_load
+    from deploybench.reporting.conditions import telemetry_section as _telemetry
 
     gpu = {"mig": True, "samples": 30, "utilization_percent": "unavailable: NVML: Not Supported",
            "memory_used_mib": {"min": 900.0, "mean": 950.0, "max": 1000.0},

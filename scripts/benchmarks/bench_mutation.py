@@ -43,8 +43,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULES = ["triton/perf_analyzer.py", "triton/perf_output.py", "triton/perf_command.py",
            "records/tail.py", "sweeps/open_loop.py",
            "sweeps/level.py", "measurement/host_load.py", "reporting/served_native.py",
-           "reporting/compare.py", "measurement/locks.py", "measurement/device.py",
-           "measurement/repeats.py", "steps/conversion_check.py", "steps/accuracy.py"]
+           "reporting/compare.py", "reporting/compare_report.py", "measurement/locks.py",
+           "measurement/device.py", "measurement/repeats.py", "steps/conversion_check.py",
+           "steps/accuracy.py"]
 TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_perf_analyzer_runs.py",
          "tests/test_tail.py", "tests/test_rate.py", "tests/test_rate_levels.py",
          "tests/test_host_load.py", "tests/test_headline.py", "tests/test_served_native.py",

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import random
 import statistics
 import sys
@@ -38,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 from deploybench import search as configuration_search
-from deploybench.records import layout
+from deploybench.records import formats, layout
 from deploybench.records.tables import read_perf
 from deploybench.steps.search import point_rows
 
@@ -79,14 +78,14 @@ def _read(folder: Path, measured: bool) -> tuple[dict, dict, list] | None:
         print(f"{summary_path}: no search built; build its grid first (snakemake "
               f"{folder / 'README.md'})", file=sys.stderr)
         return None
-    summary = json.loads(summary_path.read_text())
+    summary = formats.read(summary_path)
     missing = [n for n in summary["grid"] if not (folder / n / "point.json").is_file()]
     if missing and not measured:
         print(f"the grid is not built: {len(missing)} of {len(summary['grid'])} points missing "
               f"({', '.join(missing[:5])}...); build it with strategy grid, or compare with the "
               "points measured (--measured)", file=sys.stderr)
         return None
-    results = {n: json.loads((folder / n / "point.json").read_text())
+    results = {n: formats.read(folder / n / "point.json")
                for n in summary["grid"] if n not in missing}
     return summary, results, missing
 
@@ -107,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     summary, results, missing = found
     key = summary["key"]
     budget = args.budget if args.budget is not None else summary["p99_budget_ms"]
-    rank = args.rank or configuration_search.rank_of(summary)
+    rank = args.rank or summary["rank"]
     search = {**summary["dimensions"],
               "descent_passes": args.passes or summary.get("descent_passes", 1)}
     reference = configuration_search.parse_point(summary["reference"])

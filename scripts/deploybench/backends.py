@@ -52,8 +52,8 @@ def served_as_is(run: dict) -> bool:
 
 def export_precision(run: dict) -> str:
     """The precision a run's export was written in. A run records it only where it is not
-    FP32, so that the settings of every FP32-export configuration (what Snakemake compares,
-    what a measurement recorded before exports had a precision) stay as they were."""
+    FP32, so that the settings of every FP32-export configuration (what Snakemake compares)
+    stay as they were; a scenario's JSON records it always (`export_precision`)."""
     return run.get("export_precision", EXPORT_PRECISION)
 
 

@@ -251,12 +251,6 @@ def point_step_spec(run: dict, step: str) -> dict:
 
 # --- results: what a measured point's point.json holds, and how points are ranked ---------
 
-def rank_of(summary: dict) -> str:
-    """How a search's summary (search.json) ranked its points: searches written before
-    `search.rank` existed ranked measured levels."""
-    return summary.get("rank", "measured")
-
-
 def peak(result: dict, budget_ms: float | None) -> dict | None:
     """A point's online level of highest throughput within the p99 budget (of every level
     without a budget); None for a failed point or one with no level within it."""

@@ -5,6 +5,9 @@ provenance; warmed up as a scenario measures it (warmed_server)."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ import tritonclient.http as httpclient
 
 from . import artifacts
 from .measurement import device, isolation, locks, provenance
+from .records import atomic
 from .settings import deployments
 from .tensors import numpy_dtype
 from .triton import config as triton_config
@@ -23,6 +27,21 @@ from .triton import install, perf_failures
 from .triton.client import warm_up
 from .triton.remote import RemoteServer
 from .triton.server import TritonServer, server_flags
+
+# A scenario's scratch model repository, beside the configuration's (links into it): removed
+# when its server stops, on success or failure; .gitignore keeps one out of git all the same
+SCRATCH = ".scenario-"
+
+
+def scratch_folder(parent: Path) -> tempfile.TemporaryDirectory:
+    """A scenario's scratch folder in `parent` (`.scenario-<pid>-*`), removed on leaving it
+    however the step ends; the ones a killed step left (kill -9, a machine taken back: their
+    process gone) are removed first, so that none stays to be copied with the results."""
+    for stale in Path(parent).glob(f"{SCRATCH}*"):
+        found = re.fullmatch(rf"{re.escape(SCRATCH)}(\d+)-.+", stale.name)
+        if found and not atomic.alive(int(found.group(1))) and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"{SCRATCH}{os.getpid()}-", dir=parent)
 
 
 @contextmanager
@@ -37,7 +56,7 @@ def served(run: dict, config_pbtxt: Path, server_log: Path, static_batching: boo
     cfg = run["server"]
     repo = Path(config_pbtxt).parent.parent
     with (device.claim(run, count=device.deployment_gpus(run)) as claimed,
-          tempfile.TemporaryDirectory(prefix=".scenario-", dir=repo.parent) as scratch):
+          scratch_folder(repo.parent) as scratch):
         checked, held = claimed.checked, claimed.held
         triton = install.for_server(cfg)  # after the claim: a docker server gets its GPU
         # A CPU node standing in for a GPU key (allow_gpu_mismatch) serves on its CPU.

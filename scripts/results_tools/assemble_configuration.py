@@ -20,12 +20,11 @@ accuracy, conversion, repository) from the first run that has them.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
 
-from deploybench.records import atomic, layout
+from deploybench.records import atomic, formats, layout
 from deploybench.reporting.configuration_report import configuration_page
 from deploybench.settings.config_files import ConfigError
 from deploybench.settings.resolve import settings_of
@@ -109,7 +108,7 @@ def _key(folder: Path) -> dict[str, str]:
     """The folder's configuration key, checked against what its offline run recorded."""
     where = layout.configuration_of(folder)
     key = {name: where[name] for name in ("model", "gpu", "backend", "precision")}
-    ran = json.loads((folder / "offline.json").read_text())["provenance"]["key"]
+    ran = formats.read(folder / "offline.json")["provenance"]["key"]
     if ran != key:
         raise ConfigError(f"{folder}/offline.json was measured for "
                           f"{'/'.join(ran.get(name, '?') for name in key)}, "

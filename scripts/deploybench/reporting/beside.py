@@ -6,11 +6,11 @@ published rows'."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from ..records import formats
 from ..records.tables import reference_rows
 from .headline import served_by
 from .markdown import markdown_table
@@ -49,7 +49,7 @@ def otherwise_section(otherwise: dict) -> str:
 
 def _ran_on(folder: Path) -> tuple[str, str]:
     """The device a configuration's offline scenario ran on, and who served it."""
-    prov = json.loads((folder / "offline.json").read_text())["provenance"]
+    prov = formats.read(folder / "offline.json")["provenance"]
     gpus = prov.get("gpus") or []
     return (gpus[0]["name"] if gpus else prov.get("cpu", "a CPU"),
             served_by(prov, notes=False))

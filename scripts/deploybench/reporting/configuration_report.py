@@ -9,13 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..backends import export_precision
-from ..records import tail
-from ..records.facts import CONTENDED_SHARE
+from ..records import formats, tail
 from ..records.tables import (
-    SHARED_MEMORY,
-    STABLE,
-    TELEMETRY_COLUMNS,
-    WINDOW_SPREAD,
     measured_columns,
     read_perf,
 )
@@ -23,6 +18,7 @@ from ..settings.deployments import gpu_count
 from ..settings.run_facts import online_refusal, serves_online
 from ..settings.scenarios import step_refusal
 from ..settings.step_specs import store_settings
+from .conditions import host_load_section, noise_section, telemetry_section, unstable_note
 from .headline import configuration_headline, configuration_lines, served_by
 from .markdown import (
     PERF_ANALYZER_STABILITY,
@@ -120,7 +116,7 @@ def _online_section(run: dict, files: dict, rel: dict) -> str:
             f"![Latency vs concurrency]({rel['online_latency']})\n\n"
             + unstable_note(read_perf(files["online"]), run["perf"])
             + markdown_table(measured_columns(read_perf(files["online"])))
-            + _tail(json.loads(Path(files["online_json"]).read_text()), rel.get("online_tail")))
+            + _tail(formats.read(Path(files["online_json"])), rel.get("online_tail")))
 
 
 def _tail(report: dict, plot: str | None) -> str:
@@ -309,9 +305,9 @@ def configuration_page(run: dict, dataset: str, weights_origin: str, out: Path, 
     if online:
         files |= {"online": online, "online_latency": online_latency,
                   "online_tail": online_tail, "online_json": online_json}
-    reports = {"offline": json.loads(Path(offline_json).read_text()),
-               "online": json.loads(Path(online_json).read_text()) if online_json else {},
-               "native": json.loads(Path(native_json).read_text()) if native_json else {}}
+    reports = {"offline": formats.read(Path(offline_json)),
+               "online": formats.read(Path(online_json)) if online_json else {},
+               "native": formats.read(Path(native_json)) if native_json else {}}
     rel = {k: Path(v).relative_to(out.parent).as_posix() for k, v in files.items()
            if k in ("offline_throughput", "offline_latency", "online_latency", "online_tail")
            and v}
@@ -341,8 +337,9 @@ def _measured(run: dict, files: dict, reports: dict, rel: dict) -> dict:
         offline=unstable_note(offline_table, run["perf"])
         + markdown_table(measured_columns(offline_table)),
         cache=_cache_section(run, offline, online), online=_online_section(run, files, rel),
-        noise=_noise(offline, online), host_load=_host_load(offline, online, native),
-        telemetry=_telemetry(files, offline, online, native),
+        noise=noise_section(offline, online),
+        host_load=host_load_section(offline, online, native),
+        telemetry=telemetry_section(files, offline, online, native),
         provenance=json.dumps({"offline": prov, "online": online.get("provenance")},
                               indent=2))
 
@@ -364,116 +361,6 @@ def _rate(run: dict, rate: Path | list, rate_json: Path | list, plot: Path | lis
     return f"## Rate scenario (open loop)\n\n{rate_section(run, rate, rate_json, rel)}\n"
 
 
-def unstable_note(table: pd.DataFrame, perf: dict) -> str:
-    """A warning above a table with rows that did not stabilise (perf.on_unstable:
-    record): how many, and what their figures are worth."""
-    unstable = table[~table[STABLE].astype(bool)]
-    if unstable.empty:
-        return ""
-    return (f"**{len(unstable)} of {len(table)} levels did not stabilise** (`Stable` false): "
-            f"perf_analyzer's last windows never agreed within "
-            f"{perf['stability_percentage']} % in {perf['attempts']} attempts, so each was "
-            "measured once more and kept; its `window spread (%)` (up to "
-            f"{unstable[WINDOW_SPREAD].max():g} %) bounds what its figures are worth.\n\n")
-
-
-def _noise(offline: dict, online: dict) -> str:
-    """With perf.repeats: each level's runs, their median's interval and spread."""
-    rows = [{"Scenario": scenario, **row}
-            for scenario, report in (("offline", offline), ("online", online))
-            for row in report.get("repeats", [])]
-    if not rows:
-        return ""
-    table = pd.DataFrame(rows)
-    noisy = int(table["noisy"].sum())
-    return (f"## Noise\n\nEach level measured {len(rows[0]['runs'])} times on one server "
-            "(`perf.repeats`); the tables keep the run of median throughput. `ci95`: the "
-            "median's 95 % bootstrap interval; `noisy`: the runs' range is wider than "
-            f"perf_analyzer's stability criterion. {noisy} of {len(table)} levels noisy.\n\n"
-            + markdown_table(table) + "\n\n")
-
-
-def _host_load(offline: dict, online: dict, native: dict) -> str:
-    """What else used the host's CPUs while each level was measured
-    (deploybench.measurement.host_load), and the levels measured under contention."""
-    rows = [{"Scenario": scenario, **row} for scenario, report in
-            (("offline", offline), ("online", online)) for row in report.get("host_load", [])]
-    if "host_load" in native:
-        rows.append({"Scenario": "native", **native["host_load"]})
-    if not rows:
-        return "Not recorded (measured before host load was)."
-    table = pd.DataFrame(rows)
-    gpu = "other_gpu_processes" in table
-    if gpu:
-        table["other_gpu_processes"] = table["other_gpu_processes"].map(_gpu_processes)
-    contended = table[table["contended"]]
-    limit = f"{CONTENDED_SHARE:g} cores of other processes per CPU the step could run on"
-    verdict = (f"**{len(contended)} of {len(table)} measurements ran beside other load** "
-               f"(more than {limit}" + (", or another process on the GPU" if gpu else "")
-               + "): compare them with care." if len(contended) else
-               f"No measurement ran beside other load (at most {limit}"
-               + (", no other process on the GPU" if gpu else "") + ").")
-    return ("CPU used by processes outside the step (its server and perf_analyzer "
-            "excluded), in cores on average over each measurement"
-            + ("; the other processes NVML listed on the GPU at its start and end" if gpu
-               else "") + f". {verdict}\n\n" + markdown_table(table))
-
-
-def _gpu_processes(listed) -> str:
-    """Other processes on the GPU as a table cell (pid, name, memory), or why NVML could
-    not list them."""
-    if not isinstance(listed, list):
-        return listed if isinstance(listed, str) else ""
-    return ", ".join(
-        f"{p['pid']} {p['name'] or ('?' if p['seen'] else '(another PID namespace)')}"
-        + (f" ({p['used_mib']:.0f} MiB)" if p.get("used_mib") is not None else "")
-        for p in listed) or "none"
-
-
-def _telemetry(files: dict, offline: dict, online: dict, native: dict) -> str:
-    """What the serving processes and the GPU did while each row was measured (the
-    telemetry columns of offline.csv, online.csv and native.csv), and the readings NVML
-    could not give."""
-    keys = ["Batch", "Concurrency", SHARED_MEMORY]
-    parts = []
-    for scenario in ("offline", "online", "native"):
-        if scenario not in files:  # no online scenario
-            continue
-        table = pd.read_csv(files[scenario])
-        recorded = [c for c in TELEMETRY_COLUMNS if c in table]
-        if recorded:
-            parts.append(table[[c for c in keys if c in table] + recorded]
-                         .assign(Scenario=scenario))
-    if not parts:
-        return "Not recorded (measured before telemetry was)."
-    table = pd.concat(parts, ignore_index=True)
-    table = table[["Scenario", *[c for c in table if c != "Scenario"]]]
-    missing = sorted({f"{what.replace('_', ' ')}: {why}"
-                      for report in (offline, online, native)
-                      for row in report.get("telemetry", [])
-                      for what, why in _unavailable(row.get("gpu"))})
-    gpu = any("gpu" in row for report in (offline, online, native)
-              for row in report.get("telemetry", []))
-    text = ("CPU (% of one core) and resident memory of the process tree that served each "
-            "row: the server and its python-backend stubs, the step itself for native "
-            "(host-array timing).")
-    if gpu:
-        text += (" On the GPU, through NVML, sampled every 100 ms: utilisation, memory, "
-                 "power, SM clock, the clock event (throttle) reasons seen; energy per "
-                 "inference is the mean power over the throughput.")
-    if missing:
-        text += "\n\nNot available here: " + "; ".join(missing) + "."
-    return text + "\n\n" + markdown_table(table)
-
-
-def _unavailable(gpu) -> list[tuple[str, str]]:
-    """(reading, reason) of what NVML could not give in one row's GPU telemetry."""
-    if isinstance(gpu, str):
-        return [("GPU telemetry", gpu.removeprefix("unavailable: "))]
-    return [(what, value.removeprefix("unavailable: ")) for what, value in (gpu or {}).items()
-            if isinstance(value, str) and value.startswith("unavailable: ")]
-
-
 def _first_calls(native_json: Path) -> str:
-    calls = json.loads(Path(native_json).read_text()).get("first_call_s", {})
+    calls = formats.read(Path(native_json)).get("first_call_s", {})
     return ", ".join(f"batch {b}: {s:.2f}" for b, s in calls.items()) or "not recorded"

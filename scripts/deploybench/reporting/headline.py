@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..records import facts
+from ..records import facts, formats
 from ..records.tables import GATED_KINDS, SHARED_MEMORY, STABLE, THROUGHPUT, lead_mode, read_perf
 from ..settings.deployments import gpu_count
 from .scenario_sources import measured_apart
@@ -136,9 +136,7 @@ def _rate(rate_json: Path | None) -> dict | None:
     lowest measured) and that level's throughput; None where the scenario has no file."""
     if not rate_json or not Path(rate_json).is_file():
         return None
-    import json
-
-    result = json.loads(Path(rate_json).read_text())
+    result = formats.read(rate_json)
     found = result["max_rate_within_budget"]
     return {"budget_ms": result["settings"]["p99_budget_ms"], "rate": found["rate"],
             "throughput": found["throughput"], "above": found["bracket"][1] is None}

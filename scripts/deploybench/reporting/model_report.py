@@ -4,15 +4,13 @@ and dated measurement sets beside it, and the published tables where the model h
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from .. import search as configuration_search
-from ..backends import export_precision
-from ..records import facts, layout
+from ..records import facts, formats, layout
 from ..records.tables import (
     SHARED_MEMORY,
     THROUGHPUT,
@@ -82,19 +80,18 @@ def searches_table(out: Path) -> pd.DataFrame:
     """A row per configuration search beside model report `out` (its search.json)."""
     rows = []
     for path in layout.searches(out):
-        found = json.loads(path.read_text())
+        found = formats.read(path)
         # <gpu>/[<dated set>/]<configuration>/search
         where = path.parent.relative_to(Path(out).parent)
         budget = found["p99_budget_ms"]
-        rank = configuration_search.rank_of(found)
+        rank = found["rank"]
         row = {
             "GPU": where.parts[0],
             "Search": f"[{'/'.join(where.parts[1:-1])}]({where}/README.md)",
             "Strategy": f"{found['strategy']}, {len(found['points'])} of {len(found['grid'])}",
             "p99 budget (ms)": budget}
-        # a search.json written before 2026-11-27 names the reference's point "seed"
-        reference = found["reference"] if "reference" in found else found["seed"]
-        for who, point in (("Winner", found["winner"]), ("Reference's values", reference)):
+        for who, point in (("Winner", found["winner"]), ("Reference's values",
+                                                         found["reference"])):
             result = found["results"].get(point)
             row |= {who: point, f"{who}: within the budget": _search_peak(result, budget, rank),
                     f"{who}: online peak": _search_peak(result, None, rank)}
@@ -174,7 +171,7 @@ def _configuration_row(readme: Path) -> dict:
         ratio = {"served/native": None, SHARED_MEMORY: "(no native figure)"}
     return {
         "GPU": gpu, "Configuration": f"[{config}]({gpu}/{config}/README.md)",
-        "Export": export_precision(json.loads((folder / "offline.json").read_text())).upper(),
+        "Export": formats.read(folder / "offline.json")["export_precision"].upper(),
         "Best offline inf/s": best[THROUGHPUT], "at batch": int(best["Batch"]),
         "in shared memory": mode,
         "other shared memory": ", ".join(f"{m} {v:,.0f}" for m, v in others.items()),

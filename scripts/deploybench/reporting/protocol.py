@@ -8,13 +8,11 @@ each differs."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from ..backends import export_precision
-from ..records import layout
+from ..records import formats, layout
 from ..records.tables import reference_rows
 from .markdown import shared_memory, warm_up, windows
 
@@ -22,7 +20,7 @@ from .markdown import shared_memory, warm_up, windows
 def scenarios_ran(folder: Path) -> dict:
     """What a configuration folder's scenario JSONs recorded, offline and online, by scenario
     (those it holds)."""
-    return {scenario: json.loads(path.read_text()) for scenario in ("offline", "online")
+    return {scenario: formats.read(path) for scenario in ("offline", "online")
             if (path := Path(folder) / f"{scenario}.json").is_file()}
 
 
@@ -56,7 +54,7 @@ SETTINGS = {
         lambda ran, backend: ran["perf_analyzer_settings"].get("measurement_request_count")
         if ran["perf_analyzer_settings"].get("measurement_mode") != "time_windows" else None),
     "export_precision": ("Export precision", "offline",
-                         lambda ran, backend: export_precision(ran).upper()),
+                         lambda ran, backend: ran["export_precision"].upper()),
     "nvidia_tensorrt_capture_cuda_graph": (
         "TensorRT CUDA graphs", "offline",
         lambda ran, backend: ("Enabled" if ran["triton"].get("cuda_graphs") else "Disabled")

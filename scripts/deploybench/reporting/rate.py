@@ -4,11 +4,11 @@ Triton formed."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from ..records import formats
 from ..records.tables import LATENCY_COLUMNS, OFFERED, P99_CI, TAIL_REQUESTS
 from ..records.tail import UNBOUNDED, interval_text
 from .markdown import batches_formed, markdown_table
@@ -32,7 +32,7 @@ def max_rate_sentence(found: dict, budget: float) -> str:
     """The highest rate within the budget (rate.json's max_rate_within_budget), or why the
     rates measured do not bracket it."""
     low, high = found["bracket"]
-    beyond = found.get("beyond", "did not keep it")  # a rate.json of before 2026-11-27
+    beyond = found["beyond"]
     if low is None:
         return (f"No rate measured kept p99 within {budget:g} ms (the lowest, "
                 f"{high:g} requests/s, {beyond}): lower rate.rates.")
@@ -49,7 +49,7 @@ def rate_section(run: dict, rate_csv: Path, rate_json: Path, plot: str) -> str:
     """The configuration report's rate section: the maximum rate within the budget, the
     levels, the plot (relative link `plot`) and the batches Triton formed at each level."""
     settings, triton = run["model"]["rate"], run["model"]["triton"]
-    result = json.loads(Path(rate_json).read_text())
+    result = formats.read(Path(rate_json))
     table = pd.read_csv(rate_csv)
     shown = table.drop(columns=[c for c in LATENCY_COLUMNS if c not in
                                 ("avg latency (ms)", "p99 latency (ms)")])

@@ -4,13 +4,11 @@ the lines of the model report's frontier plots."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from ..backends import export_precision
-from ..records import layout
+from ..records import formats, layout
 from ..records.tables import (
     COMPONENT_SUM,
     REFERENCE_SERIES,
@@ -46,7 +44,7 @@ def _measured_as(folder: Path) -> dict:
     scenario measured: how perf_analyzer measured (how many warm-up windows aside: discarded,
     and recorded only since 2026-11-28), the Triton settings and the export's precision."""
     return {scenario: ({k: v for k, v in ran["perf_analyzer_settings"].items()
-                        if k != "warmup_trials"}, ran["triton"], export_precision(ran))
+                        if k != "warmup_trials"}, ran["triton"], ran["export_precision"])
             for scenario, ran in scenarios_ran(folder).items()}
 
 
@@ -83,7 +81,7 @@ def sets_beside(configs: list[Path], sets: list[Path]) -> list[Path]:
             if way == () or (key == gpu and way == own) or \
                     not _alike(_measured_as(other), measured):
                 continue
-            date = json.loads((other / "offline.json").read_text())["provenance"]["date"]
+            date = formats.read(other / "offline.json")["provenance"]["date"]
             rank = (not layout.beside_a_neighbour(other), date)
             slot = (key, folder.name, way)  # one a key, name and way: folders may share it
             if slot not in best or rank > best[slot][0]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..records import formats
+
 # The scenarios whose figures a headline puts side by side
 SCENARIOS = ("offline", "online", "rate")
 
@@ -38,7 +40,7 @@ def measured_apart(folder: Path) -> str | None:
     for scenario in SCENARIOS:
         path = Path(folder) / f"{scenario}.json"
         if path.is_file():
-            found[scenario] = _where(json.loads(path.read_text()).get("provenance", {}))
+            found[scenario] = _where(formats.read(path).get("provenance", {}))
     if len({json.dumps(w, sort_keys=True) for w in found.values()}) < 2:
         return None
     count = {what: len({json.dumps(w[what]) for w in found.values()})

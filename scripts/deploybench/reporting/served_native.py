@@ -4,12 +4,11 @@ did not (what it would measure is the neighbour, not serving)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from ..records import facts
+from ..records import facts, formats
 from ..records.tables import (
     DEVICE_THROUGHPUT,
     SERVED_BY,
@@ -35,7 +34,7 @@ OTHER_STORE = "native's cached lookups are the python store's"
 def report_of(csv: Path) -> dict:
     """The JSON a table's step wrote beside it (empty where it has none)."""
     path = Path(csv).with_suffix(".json")
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return formats.read(path) if path.is_file() else {}
 
 
 def served_vs_native(offline_csv: Path, native_csv: Path) -> pd.DataFrame:

@@ -8,13 +8,12 @@ Read from the files the steps wrote; nothing is measured here."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from ..backends import QUANTIZED
-from ..records import facts
+from ..records import facts, formats
 from ..records.tables import (
     ENERGY_PER_INFERENCE,
     GATED_KINDS,
@@ -132,7 +131,7 @@ def _rate(folder: Path) -> str:
     path = folder / "rate.json"
     if not path.is_file():
         return "not measured"
-    result = json.loads(path.read_text())
+    result = formats.read(path)
     found = result["max_rate_within_budget"]
     budget = result.get("settings", {}).get("p99_budget_ms")
     within = f" within p99 {budget:g} ms" if budget else ""

@@ -11,7 +11,7 @@ import pandas as pd
 from .. import artifacts, plugins, serving
 from ..measurement import device, provenance
 from ..measurement.telemetry import Telemetry
-from ..records import atomic
+from ..records import atomic, formats
 from ..records.tables import ACCURACY_COLUMNS
 from ..runners.quantization import CALIBRATION, SCHEMES
 from ..settings import deployments
@@ -68,7 +68,7 @@ def accuracy(spec: dict, repository: Path, eval_set: Path, out_csv: Path, out_js
     device.verify_held()  # no result where another run may have measured beside it
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
-        tmp_json.write_text(atomic.json_text(report))
+        tmp_json.write_text(formats.text(report))
     record.archive(out_csv, out_json)
     print(table.to_string(index=False))
 

@@ -21,7 +21,7 @@ import pandas as pd
 from .. import artifacts
 from ..measurement import device, provenance, telemetry
 from ..measurement.host_load import HostLoad
-from ..records import atomic
+from ..records import atomic, formats
 from ..records.tables import DEVICE_THROUGHPUT, NATIVE_COLUMNS, THROUGHPUT
 from ..source import model as source_model
 from ..sweeps import record
@@ -40,7 +40,7 @@ def native(spec: dict, converted: Path, eval_set: Path, out_csv: Path, out_json:
     claimed.held.verify()  # no result where another run may have measured beside it
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.to_csv(tmp_csv, index=False)
-        tmp_json.write_text(atomic.json_text(report))
+        tmp_json.write_text(formats.text(report))
     record.archive(out_csv, out_json)  # the baseline of the next one's regression report
     print(table.to_string(index=False))
 

@@ -5,11 +5,10 @@ or not at all."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..records import atomic, layout
-from ..reporting import compare
+from ..records import atomic, formats, layout
+from ..reporting import compare, compare_report
 from ..reporting import plots as drawn
 from ..reporting.configuration_report import configuration_page
 from ..reporting.html_page import html_page as html_of
@@ -32,14 +31,14 @@ def online_plot(spec: dict, online: Path, online_json: Path, online_latency: Pat
     """The online plots, a rule of their own: only configurations measured online have
     them."""
     drawn.online_latency_plot(online, drawn.title(spec), online_latency)
-    report = json.loads(Path(online_json).read_text())
+    report = formats.read(Path(online_json))
     drawn.tail_plot(report.get("tail", []), report.get("batches_formed", []), "Concurrency",
                     drawn.title(spec), online_tail)
 
 
 def rate_plot(spec: dict, rate_csv: Path, rate_json: Path, rate_latency: Path) -> None:
     """Latency against the offered rate, the p99 budget (rate.json's) as a line."""
-    budget = json.loads(Path(rate_json).read_text())["settings"]["p99_budget_ms"]
+    budget = formats.read(Path(rate_json))["settings"]["p99_budget_ms"]
     drawn.rate_latency_plot(rate_csv, budget, drawn.title(spec), rate_latency)
 
 
@@ -85,7 +84,7 @@ def configuration_comparison(spec: dict, offline: Path, online: Path | list,
     comparison = compare.compare_given({name: pair if all(pair) else None
                                         for name, pair in given.items()},
                                        spec["baseline"], [Path(f) for f in baseline])
-    _write(out, compare.render_configuration(spec["title"], comparison))
+    _write(out, compare_report.render_configuration(spec["title"], comparison))
 
 
 def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
@@ -93,7 +92,7 @@ def model_comparison(spec: dict, configs: list[Path], out: Path) -> None:
     and every configuration report on disk) summarised, linked to its compare.md."""
     folders = sorted({Path(c).parent for c in configs}
                      | {r.parent for r in layout.configuration_reports(Path(out))})
-    _write(out, compare.model_page(spec, folders))
+    _write(out, compare_report.model_page(spec, folders))
 
 
 def html_page(spec: dict, md: Path, out: Path) -> None:

@@ -10,7 +10,6 @@ and the search goes on with the other points (Model Analyzer stops its search th
 
 from __future__ import annotations
 
-import json
 import queue
 import shutil
 import traceback
@@ -20,7 +19,7 @@ import pandas as pd
 from tritonclient.utils import InferenceServerException
 
 from .. import search as configuration_search
-from ..records import atomic
+from ..records import atomic, formats
 from ..records.tables import STABLE, THROUGHPUT, read_perf
 from ..reporting.plots import frontier_plot
 from ..reporting.search_report import search_page
@@ -83,7 +82,7 @@ def search_point(spec: dict, repository: Path, perf_data: Path, accuracy: Path, 
         result |= {s: point_rows(read_perf(files[s][0])) for s in point["scenarios"]}
         print(f"search point {point['name']}: measured")
     with atomic.output(out) as tmp:
-        tmp.write_text(atomic.json_text(result))
+        tmp.write_text(formats.text(result))
 
 
 def _remove(files: dict) -> None:
@@ -109,7 +108,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
     search, key = spec["search"], spec["key"]
     budget, rank = search.get("p99_budget_ms"), search["rank"]
     # the points in the order the strategy measured them (the rule's input)
-    results = {Path(p).parent.name: json.loads(Path(p).read_text()) for p in points}
+    results = {Path(p).parent.name: formats.read(Path(p)) for p in points}
     spec = {**spec, "points": list(results)}
     measured = {n: r for n, r in results.items() if r["status"] == configuration_search.OK}
     if not measured:
@@ -135,7 +134,7 @@ def search_report(spec: dict, points: list[Path], configs: list[Path], out: Path
         "results": results,
     }
     with atomic.output(out_json) as tmp:
-        tmp.write_text(atomic.json_text(summary))
+        tmp.write_text(formats.text(summary))
     text = search_page(spec, results, within, fastest, chosen, winner, out.parent, frontier)
     with atomic.output(out) as tmp:
         tmp.write_text(text)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..measurement import device
-from ..records import atomic, layout
+from ..records import atomic, formats, layout
 
 
 def archive(*paths: Path) -> None:
@@ -33,6 +33,6 @@ def write(table: pd.DataFrame, report: dict, out_csv: Path, out_json: Path) -> N
     device.verify_held()
     with atomic.output(out_csv) as tmp_csv, atomic.output(out_json) as tmp_json:
         table.round(4).to_csv(tmp_csv, index=False)
-        tmp_json.write_text(atomic.json_text(report))
+        tmp_json.write_text(formats.text(report))
     archive(out_csv, out_json)
     print(table.to_string(index=False))
