@@ -7,7 +7,7 @@
 // client's; the embedding store's lookups equal
 // to a plain gather on every row, hit and miss, with a cache smaller than the tables, its
 // refresh and counts; its metrics; the .npy reader's refusals; a trace's convolutions made
-// strict FP32; the host copier's copies split over threads, byte for byte. Run by tests/test_cpp_unit.py.
+// strict FP32; the host copier's copies split over threads, byte for byte. Run by tests/unit/test_cpp_unit.py.
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/graph_iterator.h>
@@ -153,7 +153,7 @@ void test_gather_scatter(const std::string& type) {
 }
 
 // ONNX Runtime's engine over an identity graph of each data type the pipeline serves (made by
-// tests/test_cpp_unit.py in DEPLOYBENCH_TEST_ONNX_DIR): every request's rows come back as
+// tests/unit/test_cpp_unit.py in DEPLOYBENCH_TEST_ONNX_DIR): every request's rows come back as
 // sent, in its type (an INT32 input bound or read back as INT64 fails here, in seconds).
 void test_onnxruntime_types() {
   const char* dir = std::getenv("DEPLOYBENCH_TEST_ONNX_DIR");
