@@ -1,7 +1,8 @@
 """The code's shape, as the developers' guide asks it: no file over 500 lines, no class over
 150, no function over 80 (a page of reading), in the package, the scripts and the tests
-alike; no function of the reports over 40; and the import contract broken by an import that
-points the wrong way."""
+alike; no function of the reports over 40; the import contract broken by an import that
+points the wrong way; and every test module in the folder of its kind (tests/unit, e2e, gpu),
+which alone marks it (tests/conftest.py), as a planted module out of place shows."""
 
 import ast
 import os
@@ -102,3 +103,50 @@ def test_the_import_contract_fails_on_a_planted_import(tmp_path, module, planted
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert linted.returncode != 0 and "BROKEN" in linted.stdout, linted.stdout[-2000:]
     assert planted.split()[-1] in linted.stdout
+
+
+KINDS = ("unit", "e2e", "gpu")  # tests/conftest.py marks e2e/ `e2e` and gpu/ `gpu`
+
+
+def _out_of_place(tests: Path) -> dict[str, str]:
+    """Each test module outside tests/unit, e2e and gpu, and each mark of its own kind
+    (`@pytest.mark.e2e`, `pytestmark = pytest.mark.gpu`, `marks=pytest.mark.gpu`): the
+    folder is the one place that says a test's kind."""
+    found = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        where = path.relative_to(tests)
+        if where.parts[0] not in KINDS:
+            found[str(where)] = "outside unit/, e2e/ and gpu/"
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr in ("e2e", "gpu")
+                    and isinstance(node.value, ast.Attribute) and node.value.attr == "mark"):
+                found[f"{where}:{node.lineno}"] = f"marks itself {node.attr}"
+    return found
+
+
+def test_every_test_module_is_in_the_folder_of_its_kind_and_marks_none():
+    modules = {kind: len(list((ROOT / "tests" / kind).glob("test_*.py"))) for kind in KINDS}
+    assert all(modules.values()) and sum(modules.values()) > 50, modules
+    found = _out_of_place(ROOT / "tests")
+    assert not found, found
+
+
+@pytest.mark.parametrize("module, planted", [
+    ("test_stray.py", ""),  # a test module beside the folders
+    ("integration/test_misplaced.py", ""),  # in a folder of no kind
+    ("e2e/test_cluster_rules.py", "pytestmark = pytest.mark.e2e"),  # a module marks itself
+    ("unit/test_cluster.py", "import pytest\n\n\n@pytest.mark.gpu\ndef test_x():\n    pass"),
+])
+def test_a_test_module_out_of_place_or_marking_its_kind_is_caught(tmp_path, module, planted):
+    """The check above fails on a copy of tests/ with one module planted beside the folders
+    or one module marking its own kind."""
+    tests = tmp_path / "tests"
+    shutil.copytree(ROOT / "tests", tests, ignore=shutil.ignore_patterns(
+        "__pycache__", "data", "gpu-results", "config"))
+    assert not _out_of_place(tests)
+    target = tests / module
+    target.parent.mkdir(exist_ok=True)
+    target.write_text(f"{target.read_text() if target.exists() else ''}\n{planted}\n")
+    found = _out_of_place(tests)
+    assert list(found) and all(k.startswith(str(target.relative_to(tests))) for k in found), found
