@@ -18,7 +18,7 @@ from deploybench.sweeps import open_loop
 from deploybench.triton import perf_analyzer
 from deploybench.triton.perf_analyzer import Row
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "perf_analyzer"
+DATA = Path(__file__).resolve().parents[1] / "data" / "perf_analyzer"
 RATE = {"batch_size": 2, "distribution": "poisson", "p99_budget_ms": 20, "min_requests": 150,
         "min_window_ms": 500, "bisection_steps": 2, "rates": [50.0, 400.0]}
 SPEC = {"key": {"model": "m", "gpu": "cpu", "backend": "onnx"},
