@@ -5,7 +5,8 @@ Prints the score per module (killed / mutants the tests reach or should), writes
 survivor with its diff, and, where SURVIVORS names one, the reason it cannot matter.
 
     python scripts/benchmarks/bench_mutation.py --mutmut /tmp/mutlib      # the unit pass
-    python scripts/benchmarks/bench_mutation.py --modules records/tail.py --tests tests/test_tail.py
+    python scripts/benchmarks/bench_mutation.py --modules records/tail.py \
+        --tests tests/unit/test_tail.py
     python scripts/benchmarks/bench_mutation.py --full                   # e2e tests too
 
 Not in CI: it runs the selected tests once per mutant (the unit pass over these modules:
@@ -46,12 +47,14 @@ MODULES = ["triton/perf_analyzer.py", "triton/perf_output.py", "triton/perf_comm
            "reporting/compare.py", "reporting/compare_report.py", "measurement/locks.py",
            "measurement/device.py", "measurement/repeats.py", "steps/conversion_check.py",
            "steps/accuracy.py"]
-TESTS = ["tests/test_perf_analyzer_output.py", "tests/test_perf_analyzer_runs.py",
-         "tests/test_tail.py", "tests/test_rate.py", "tests/test_rate_levels.py",
-         "tests/test_host_load.py", "tests/test_headline.py", "tests/test_served_native.py",
-         "tests/test_compare.py", "tests/test_locks.py",
-         "tests/test_device_claims.py",
-         "tests/test_checks_fed_wrong_models.py", "tests/test_isolation.py"]
+TESTS = ["tests/unit/test_perf_analyzer_output.py", "tests/unit/test_perf_analyzer_runs.py",
+         "tests/unit/test_tail.py", "tests/e2e/test_rate.py", "tests/unit/test_rate_verdict.py",
+         "tests/unit/test_rate_levels.py", "tests/unit/test_host_load.py",
+         "tests/unit/test_headline.py", "tests/unit/test_served_native.py",
+         "tests/unit/test_compare.py", "tests/unit/test_locks.py",
+         "tests/e2e/test_locks_measurements.py", "tests/unit/test_device_claims.py",
+         "tests/unit/test_checks_fed_wrong_models.py", "tests/e2e/test_isolation.py",
+         "tests/unit/test_isolation_refusals.py"]
 COPIED = ("scripts/", "tests/", "config/", "results/", "triton_backend/", "report/", "rules/",
           "docs/", "Snakefile", "pyproject.toml")
 MEMORY_CAP = 4 * 2**30

@@ -36,7 +36,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$out/gpu.txt"
 if [ -n "${GPU_TESTS:-}" ]; then  # the GPU tests first (GPU_TESTS=1, or the test files)
     tests=$GPU_TESTS
-    [ "$tests" = 1 ] && tests="tests/test_gpu_runners.py tests/test_cpp_backend.py"
+    [ "$tests" = 1 ] && tests="tests/gpu/test_gpu_runners.py tests/e2e/test_cpp_backend.py tests/gpu/test_cpp_backend_gpu.py tests/unit/test_cpp_install.py"
     # shellcheck disable=SC2086  # the files, one word each
     timeout 240 python3 -m pytest -q -p no:cacheprovider $tests >"$out/gpu_tests.log" 2>&1
     tail -3 "$out/gpu_tests.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every GPU-only test (those marked `gpu`, FP16 included) on a lent GPU machine, in the
-# offline bundle's environment (onnxruntime-gpu's too where its bundle is there: without it
-# the ONNX Runtime GPU tests are skipped, and say so).
+# Every GPU-only test (tests/gpu, whose tests tests/conftest.py marks `gpu`; FP16 included)
+# on a lent GPU machine, in the offline bundle's environment (onnxruntime-gpu's too where its
+# bundle is there: without it the ONNX Runtime GPU tests are skipped, and say so).
 #   bash scripts/machines/gpu_tests.sh [PYTEST_ARGS...]
 # Leaves in $OUT: gpu_tests.log (pytest -rA: every test's outcome by name), gpu_tests.xml
 # (JUnit) and gpu.txt (the machine, torch and the commit), to commit under

@@ -176,7 +176,7 @@ def icu_data_stub(library: Path) -> None:
     its one symbol and holds no data: the server links it through libxml2, which reaches
     ICU only to convert XML that is not UTF-8, which Triton never reads here; ICU answers
     missing data with an error, not a crash. The server and both backends served
-    (tests/test_triton.py, tests/test_cpp_backend.py) with it, 2026-11-26."""
+    (tests/e2e/test_triton_server.py, tests/e2e/test_cpp_backend.py) with it, 2026-11-26."""
     symbol = re.search(rb"icudt\d+_dat", subprocess.run(
         ["nm", "-D", "--defined-only", str(library)], capture_output=True, check=True).stdout)
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,7 +5,7 @@
 namespace deploybench::unit {
 
 // ONNX Runtime's engine over an identity graph of each data type the pipeline serves (made by
-// tests/test_cpp_unit.py in DEPLOYBENCH_TEST_ONNX_DIR): every request's rows come back as
+// tests/unit/test_cpp_unit.py in DEPLOYBENCH_TEST_ONNX_DIR): every request's rows come back as
 // sent, in its type (an INT32 input bound or read back as INT64 fails here, in seconds).
 void test_onnxruntime_types() {
   const char* dir = std::getenv("DEPLOYBENCH_TEST_ONNX_DIR");

@@ -1,5 +1,5 @@
 // The C++ unit tests' harness, shared by their files (one program, deploybench_unit_tests,
-// run by tests/test_cpp_unit.py): EXPECT counts a failure and goes on, so that one run lists
+// run by tests/unit/test_cpp_unit.py): EXPECT counts a failure and goes on, so that one run lists
 // every failure; requests over the fake server's API (fake_triton.h); and each file's tests,
 // which main() (unit_main.cc) runs in order.
 #pragma once

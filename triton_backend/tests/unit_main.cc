@@ -1,5 +1,5 @@
 // The C++ unit tests' program: the harness (unit.h) and main(), which runs every file's
-// tests and ends with the count of failures that tests/test_cpp_unit.py reads.
+// tests and ends with the count of failures that tests/unit/test_cpp_unit.py reads.
 #include <c10/core/InferenceMode.h>
 
 #include <stdexcept>

@@ -81,7 +81,7 @@ CODE_PATHS = ("Snakefile", "rules", "scripts", "triton_backend", "config", "repo
 
 
 # What the root .gitignore ignores under CODE_PATHS: a copy without .git (a lent machine's)
-# skips the same files (tests/test_provenance.py checks that git ignores nothing else there)
+# skips the same files (tests/unit/test_provenance.py checks that git ignores nothing else there)
 NOT_CODE = ("__pycache__", "*.pyc", "*.egg-info", ".*.tmp-*")
 
 

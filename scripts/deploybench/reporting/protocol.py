@@ -2,7 +2,7 @@
 JSONs recorded against the document's protocol, the parameters its published tables state
 (parsed into config/reference/tables.csv) and, where they state none, its runner's (the
 model config's scenario and Triton settings: `reference.protocol`, resolve.Settings, which
-tests/test_reference_settings.py holds to the documents' commands). Only a configuration
+tests/unit/test_reference_settings.py holds to the documents' commands). Only a configuration
 that ran so stands beside the published tables; the model report names the others and how
 each differs."""
 

@@ -31,7 +31,7 @@ SCHEMA_DIR = ROOT / "config" / "schema"
 
 @cache
 def _validator(schema_name: str):
-    """A validator of one schema, built once (tests/test_config.py checks the schemas)."""
+    """A validator of one schema, built once (tests/unit/test_config.py checks the schemas)."""
     schema = load_yaml(SCHEMA_DIR / schema_name)
     return jsonschema.validators.validator_for(schema)(schema)
 
