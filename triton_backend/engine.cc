@@ -355,13 +355,8 @@ std::vector<int64_t> graph_buckets(int64_t max_batch_size) {
   return {sizes.begin(), sizes.end()};
 }
 
-std::unique_ptr<Engine> load_engine(const EngineSpec& spec) {
-  if (!known_runner(spec.runner)) throw std::runtime_error("unknown runner '" + spec.runner + "'");
+std::unique_ptr<Engine> load_torch(const EngineSpec& spec) {
   if (spec.runner == "identity") return std::make_unique<Identity>(spec.outputs, spec.device);
-  std::string refused = precision_refusal(spec.precision, spec.device);
-  if (!refused.empty()) throw std::runtime_error(refused);
-  if (spec.runner == "onnxruntime") return load_onnxruntime(spec);
-  if (spec.runner == "embeddings") return load_embeddings(spec);
   if (!spec.fp16 && spec.device.is_cuda()) strict_fp32();
   bool graphs = needs_gpu(spec.runner);
   std::unique_ptr<Engine> engine;

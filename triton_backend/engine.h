@@ -73,9 +73,11 @@ bool needs_gpu(const std::string& runner);
 bool known_precision(const std::string& precision);
 std::string precision_refusal(const std::string& precision, at::Device device);
 
-// The engine of `spec`; throws with the reason where it cannot load.
+// The engine of `spec`; throws with the reason where it cannot load (load_engine.cc).
 std::unique_ptr<Engine> load_engine(const EngineSpec& spec);
-// The engines of other files, which load_engine picks.
+// The engines it picks from: torch's (TorchScript, AOTInductor, the identity; engine.cc),
+// ONNX Runtime's (onnxruntime_engine.cc), the embedding store (embeddings.cc).
+std::unique_ptr<Engine> load_torch(const EngineSpec& spec);
 std::unique_ptr<Engine> load_onnxruntime(const EngineSpec& spec);
 std::unique_ptr<Engine> load_embeddings(const EngineSpec& spec);
 

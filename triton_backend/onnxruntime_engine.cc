@@ -142,14 +142,11 @@ class OnnxRuntime : public Engine {
               "intra-op threads");
     if (device_.is_cuda()) {
       stream_note_ = append_cuda(ort, options.get(), spec);
-      // Without ONNX Runtime's own waits only where the model asks for CUDA graphs (a capture
-      // refuses a wait): BERT's FP16 graph served so on an H100 gave outputs 1.28 from ONNX
-      // Runtime's in-process ones (2026-12-07), with the waits 0.0015 (an H200, 2026-11-29)
+      // No waits of ONNX Runtime's own only in a CUDA graph's capture (run()): BERT's FP16
+      // graph served without them on an H100 gave outputs 1.28 off (2026-12-07)
       unsynchronised_ = stream_note_ == kInstanceStream && spec.parameters.count("cuda_graphs");
     }
-    if (unsynchronised_) {
-      // its work is ordered on the instance's stream, which the instance synchronises after
-      // the run: no wait of its own at the run's end (a wait a CUDA graph capture refuses)
+    if (unsynchronised_) {  // the instance's stream orders the captured work instead
       OrtRunOptions* run_options = nullptr;
       ort_check(ort.CreateRunOptions(&run_options), "CreateRunOptions");
       run_options_.reset(run_options);
@@ -208,14 +205,25 @@ class OnnxRuntime : public Engine {
     for (const std::string& name : outputs_)
       ort_check(ort.BindOutputToDevice(binding.get(), name.c_str(), memory_.get()),
                 "binding output " + name);
+    // Without waits only inside a CUDA graph's capture (which refuses one): a plain run
+    // waits, graphs or not (an H100, 2026-12-07: the capture came out empty, the check
+    // refused the graphs, and the runs around them must still be right)
+    bool capturing = false;
 #ifdef DEPLOYBENCH_CUDA
-    // the inputs' casts and copies were queued on the instance's stream: done before ONNX
-    // Runtime reads them (unsynchronised, on that stream, they come first anyway)
-    if (device_.is_cuda() && !unsynchronised_)
-      c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();
+    if (device_.is_cuda()) {
+      c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      capturing = unsynchronised_ && cudaStreamIsCapturing(stream.stream(), &status) ==
+                                         cudaSuccess && status != cudaStreamCaptureStatusNone;
+      // the inputs' casts and copies were queued on the instance's stream: done before
+      // ONNX Runtime reads them (in a capture, on that stream, they come first anyway)
+      if (!capturing) stream.synchronize();
+    }
 #endif
-    // ONNX Runtime synchronises its stream at the run's end, unless unsynchronised
-    ort_check(ort.RunWithBinding(session_.get(), run_options_.get(), binding.get()), "run");
+    // ONNX Runtime synchronises its stream at the run's end, except in a capture
+    ort_check(ort.RunWithBinding(session_.get(), capturing ? run_options_.get() : nullptr,
+                                 binding.get()),
+              "run");
     OrtAllocator* allocator = nullptr;
     ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
     OrtValue** produced = nullptr;
@@ -343,7 +351,7 @@ class OnnxRuntime : public Engine {
 
   at::Device device_;
   std::string stream_note_;
-  bool unsynchronised_ = false;  // on the instance's stream, no waits: for CUDA graphs
+  bool unsynchronised_ = false;  // on the instance's stream, no waits in a graph's capture
   RunOptions run_options_;
   Session session_;
   MemoryInfo memory_;

@@ -56,6 +56,11 @@ def test_on_a_gpu_onnx_runtime_reads_and_writes_cuda_shared_memory_in_place(trit
 
 
 @ORT_GPU
+@pytest.mark.xfail(strict=True, reason=(
+    "an H100, 2026-12-07 (tests/gpu-results/2026-12-07-h100): the engine's capture of ONNX "
+    "Runtime came out empty (replay left the outputs NaN), so the check refused the graphs "
+    "and the engine served without them, outputs right; the python runner's graphs of the "
+    "same provider are real"))
 def test_on_a_gpu_onnx_runtimes_cuda_graphs_serve_every_batch_as_without(triton, work):
     """`triton.cuda_graphs` on a GPU: the engine captures a graph per bucket (1, 2, 4, 8; Triton
     warms each up) and pads a batch to its bucket. Batches on and between the buckets, one at

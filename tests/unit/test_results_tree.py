@@ -16,9 +16,11 @@ import results_archive as ra
 from deploybench.records import atomic
 from testkit.workflow import ROOT
 
-# the tree travels to a lent GPU machine with each call, beside the 40 MiB offline bundle
-# or a 40 MiB part of onnxruntime-gpu's, within the 64 MiB a call carries
-MAX_TRACKED_MIB = 12
+# the tree travels to a lent GPU machine with each call, beside the 40.6 MiB offline bundle
+# or a 50 MiB part of onnxruntime-gpu's or tensorflow-cpu's (as `.pack` holds them since
+# 2026-12-07), within the 64 MiB a call carries: 13 leaves a MiB to spare (12.3 with the
+# H100 sets of 2026-12-07)
+MAX_TRACKED_MIB = 13
 
 
 def tracked() -> list[str]:

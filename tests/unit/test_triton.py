@@ -43,15 +43,15 @@ def test_online_windows_hold_min_requests_and_are_lengthened_to_min_duration(mod
     level whose kept windows fell short of min_requests or min_duration_s is measured
     again with windows long enough for both at the rate it measured."""
     from deploybench.records.tail import KEPT_WINDOWS
+    from deploybench.settings.run_facts import window
     from deploybench.sweeps.closed_loop import _lengthened
-    from deploybench.triton import perf_analyzer
 
     scenario = {"measurement_request_count": 10}
     run = {**RUN, "model": {**RUN["model"], "online": scenario, "offline": scenario},
            "perf": {"measurement_mode": mode, "measurement_interval_ms": 250,
                     "min_requests": 45, "min_duration_s": 4.0}}
-    assert perf_analyzer.window(run, "offline") == (mode, 250, 10)
-    assert perf_analyzer.window(run, "online") == (mode, 250, 15)
+    assert window(run, "offline") == (mode, 250, 10)
+    assert window(run, "online") == (mode, 250, 15)
     assert _lengthened(run, {"requests": 300, "seconds": 4.0}, 1) == 0  # it has both
     for requests, seconds in ((45, 0.75), (20, 5.0), (200, 1.0)):
         scale = _lengthened(run, {"requests": requests, "seconds": seconds}, 1)

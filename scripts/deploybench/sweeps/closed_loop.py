@@ -35,7 +35,7 @@ from ..records.tables import (
     require_accurate,
     tail_row,
 )
-from ..settings.run_facts import WARM_UP_WINDOWS, online_refusal
+from ..settings.run_facts import WARM_UP_WINDOWS, online_refusal, protocol, window
 from ..triton import config as triton_config
 from ..triton import cpp_backend, install, perf_analyzer, perf_output
 from ..triton import repository as triton_repository
@@ -224,8 +224,8 @@ def _settings_ran(spec: dict, scenario: str, sweep: list, prov: dict) -> dict:
     """How perf_analyzer measured a scenario, as its JSON records it."""
     return {**spec["perf"], **spec["model"][scenario],
             **dict(zip(("measurement_mode", "measurement_interval_ms",
-                        "measurement_request_count"), perf_analyzer.window(spec, scenario))),
-            "protocol": perf_analyzer.protocol(spec, scenario),
+                        "measurement_request_count"), window(spec, scenario))),
+            "protocol": protocol(spec, scenario),
             "warmup_trials": WARM_UP_WINDOWS,
             "shared_memory": sorted({row.shared_memory for row in sweep}),
             "batching": _batching(scenario, prov["server"])}
@@ -275,7 +275,7 @@ def _lengthened(spec: dict, found: dict, scale: int) -> int:
         return 0
     rate = found["requests"] / max(found["seconds"], 1e-9)
     wanted = 1.25 * max(need_requests, rate * need_s)  # requests over the kept windows
-    mode, _, count = perf_analyzer.window(spec, "online")
+    mode, _, count = window(spec, "online")
     if mode == "time_windows":
         return max(scale + 1, math.ceil(scale * wanted / found["requests"]))
     return max(scale + 1, math.ceil(wanted / tail.KEPT_WINDOWS / count))
