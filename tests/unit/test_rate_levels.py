@@ -183,3 +183,33 @@ def test_a_levels_report_and_what_it_asked_of_the_server(tmp_path, stand_in, mon
     assert level[open_loop.FAILED] == "did not finish in time" and level["Batch"] == 2
     assert report == {"offered": 5.0, "error": "no answer in 33 s",
                       "host_load": {"contended": False, "foreign_requests": None}}
+
+
+def test_a_level_whose_kept_windows_got_no_answer_is_beyond_the_budget(tmp_path, stand_in,
+                                                                        monkeypatch):
+    """Far beyond saturation no request sent in the kept windows is answered before
+    perf_analyzer stops (the main job's rate step on 2 cores, 2026-12-07, which failed the
+    whole run): the level is beyond the budget with that reason, after the backlog drained,
+    and the sweep goes on."""
+    row = Row(2, 0, "none", "m", rate=466.0, distribution="poisson")
+    text = (DATA / "rate_200_export.json").read_text()
+    last = int(text.rsplit('"window_boundaries":[', 1)[1].split("]")[0].split(",")[-1])
+    after = ",".join(str(last + i * 361_000_000) for i in range(1, 5))  # four more windows
+    text = text.replace(text.rsplit('"window_boundaries":[', 1)[1].split("]")[0], after)
+    measured = perf_analyzer.parse_csv((DATA / "rate_200.csv").read_text(), row)
+    drained = []
+    monkeypatch.setattr(open_loop, "_drain", lambda server, model: drained.append(model))
+    monkeypatch.setattr(sweep_level, "formed_since", lambda *args: {})
+
+    def measure(spec, scenario, server, row, data, work, log, export, timeout_s):
+        export.write_text(text)
+        return measured | {"Stable": True}
+
+    monkeypatch.setattr(open_loop.perf_analyzer, "measure", measure)
+    level, report = open_loop._level(SPEC, stand_in, row, tmp_path / "d.json", tmp_path,
+                                     None, {"device": "cpu"}, budget=20)
+    assert level[open_loop.FAILED] == "answered no request sent in its kept windows (a backlog)"
+    assert level[WITHIN] is False and EVERY["p99"] not in level and drained == ["m"]
+    assert "0 requests in the kept windows" in report["error"]
+    assert not list(tmp_path.glob("export_*.json"))  # no export left to pass for a level's
+    assert open_loop._why_beyond(level, 20) == level[open_loop.FAILED]

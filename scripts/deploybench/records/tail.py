@@ -57,6 +57,12 @@ def _scan(path: Path) -> tuple[list[bytes], list[bytes], list[bytes]]:
     return sent, answered, windows
 
 
+class NoRequests(ValueError):
+    """Fewer than two requests sent in the kept windows came back: far beyond saturation,
+    the backlog outlasts the measurement (the main job's rate step on 2 cores, 2026-12-07:
+    466 requests/s offered, latencies past 5 s, none of the last windows' requests answered)."""
+
+
 def request_latencies(export: Path) -> tuple[np.ndarray, float, float]:
     """The latency (ms, send to first response) of every request of the windows perf_analyzer
     kept (the export holds all it measured); the span of their sends and the span from the
@@ -73,7 +79,7 @@ def request_latencies(export: Path) -> tuple[np.ndarray, float, float]:
         inside = (sent >= first) & (sent <= bounds[-1])
         sent, answered = sent[inside], answered[inside]
     if len(sent) < 2:
-        raise ValueError(f"{export}: {len(sent)} requests in the kept windows: no rate")
+        raise NoRequests(f"{export}: {len(sent)} requests in the kept windows: no rate")
     return ((answered - sent) / 1e6, float(sent.max() - sent.min()) / 1e9,
             float(answered.max() - sent.min()) / 1e9)
 

@@ -162,17 +162,22 @@ def _level(spec: dict, server, row, data_json: Path, work: Path, log, prov: dict
         "max_trials"] * windowed["model"]["rate"]["measurement_interval_ms"] / 1000
     measured = level.measure(windowed, "rate", server, prov, row, data_json, work, log,
                              export=export, timeout_s=timeout_s)
-    failed = measured.error
-    if failed:  # no request's latency to judge the level by
-        _drain(server, row.model)
-        export.unlink(missing_ok=True)
+    failed, why = measured.error, None
+    if failed:
         code = "?" if failed.exit_code is None else failed.exit_code
         why = ("did not finish in time" if isinstance(failed, perf_analyzer.PerfTimeout) else
                f"made perf_analyzer fail (exit code {code}: rate.json holds its error)")
+    else:
+        try:
+            latencies, sending, seconds = tail.request_latencies(export)
+        except tail.NoRequests as none:  # beyond the budget, as a backlog is
+            failed, why = none, "answered no request sent in its kept windows (a backlog)"
+    if failed:  # no request's latency to judge the level by
+        _drain(server, row.model)
+        export.unlink(missing_ok=True)
         return ({"Batch": row.batch, "Distribution": row.distribution, OFFERED: row.rate,
                  WITHIN: False, STABLE: False, SHARED_MEMORY: row.shared_memory, FAILED: why},
                 {"offered": row.rate, "error": str(failed), "host_load": measured.host_load})
-    latencies, sending, seconds = tail.request_latencies(export)
     export.unlink()
     tails = tail.percentiles(latencies)
     sent, achieved = arrival_rates(latencies, sending, seconds)
