@@ -254,9 +254,7 @@ class CudaGraphs : public Engine {
   // from the graph's pool, the error cleared (a capture's errors do not poison the context).
   static void abandon(at::cuda::CUDAGraph& graph) {
     cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
-        status != cudaStreamCaptureStatusNone) {
+    if (stream_capturing()) {
       cudaGraph_t partial = nullptr;
       cudaStreamEndCapture(stream, &partial);
       if (partial != nullptr) cudaGraphDestroy(partial);
@@ -347,6 +345,16 @@ std::string precision_refusal(const std::string& precision, at::Device device) {
            std::to_string(props.minor);
 #endif
   return "";
+}
+
+bool stream_capturing() {
+#ifdef DEPLOYBENCH_CUDA
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream().stream(), &status) ==
+             cudaSuccess && status != cudaStreamCaptureStatusNone;
+#else
+  return false;
+#endif
 }
 
 std::vector<int64_t> graph_buckets(int64_t max_batch_size) {

@@ -98,6 +98,10 @@ int strict_convolutions(torch::jit::Module& module);
 std::unique_ptr<Engine> with_cuda_graphs(std::unique_ptr<Engine> engine, int64_t max_batch,
                                          bool where_faster);
 
+// Whether the current CUDA stream is capturing a graph (false without CUDA): what a capture
+// refuses (a wait, a host copy) must not happen then.
+bool stream_capturing();
+
 // The batch sizes a CUDA graph is captured at: powers of two up to the max batch size, and it.
 std::vector<int64_t> graph_buckets(int64_t max_batch_size);
 

@@ -142,8 +142,7 @@ class OnnxRuntime : public Engine {
               "intra-op threads");
     if (device_.is_cuda()) {
       stream_note_ = append_cuda(ort, options.get(), spec);
-      // No waits of ONNX Runtime's own only in a CUDA graph's capture (run()): BERT's FP16
-      // graph served without them on an H100 gave outputs 1.28 off (2026-12-07)
+      // No waits of ONNX Runtime's own only in a CUDA graph's capture (run())
       unsynchronised_ = stream_note_ == kInstanceStream && spec.parameters.count("cuda_graphs");
     }
     if (unsynchronised_) {  // the instance's stream orders the captured work instead
@@ -206,15 +205,14 @@ class OnnxRuntime : public Engine {
       ort_check(ort.BindOutputToDevice(binding.get(), name.c_str(), memory_.get()),
                 "binding output " + name);
     // Without waits only inside a CUDA graph's capture (which refuses one): a plain run
-    // waits, graphs or not (an H100, 2026-12-07: the capture came out empty, the check
-    // refused the graphs, and the runs around them must still be right)
+    // waits, graphs or not, as it did when ONNX Runtime, given the stream's pointer without
+    // its flag, ran on a stream of its own (an H100, 2026-12-07: captures empty, BERT's
+    // unsynchronised outputs 1.28 off)
     bool capturing = false;
 #ifdef DEPLOYBENCH_CUDA
     if (device_.is_cuda()) {
       c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      capturing = unsynchronised_ && cudaStreamIsCapturing(stream.stream(), &status) ==
-                                         cudaSuccess && status != cudaStreamCaptureStatusNone;
+      capturing = unsynchronised_ && stream_capturing();
       // the inputs' casts and copies were queued on the instance's stream: done before
       // ONNX Runtime reads them (in a capture, on that stream, they come first anyway)
       if (!capturing) stream.synchronize();
@@ -258,9 +256,13 @@ class OnnxRuntime : public Engine {
       std::map<std::string, std::string> settings{
           {"device_id", std::to_string(spec.device.index())},
           {"use_tf32", spec.fp16 ? "1" : "0"}};  // FP32 means FP32
-      if (with_stream)
-        settings["user_compute_stream"] =
-            std::to_string(reinterpret_cast<uintptr_t>(spec.stream));
+      // the pointer is copied into the options only where the flag is given with it: alone,
+      // the options keep a null stream and the provider runs on its own (an H100, 2026-12-07:
+      // every capture of it came out empty)
+      if (with_stream) {
+        settings["has_user_compute_stream"] = "1";
+        settings["user_compute_stream"] = std::to_string(reinterpret_cast<uintptr_t>(spec.stream));
+      }
       std::vector<const char*> keys, values;
       for (const auto& [k, v] : settings) {
         keys.push_back(k.c_str());
@@ -270,17 +272,41 @@ class OnnxRuntime : public Engine {
     };
     std::string note = kInstanceStream;
     OrtStatus* refused = spec.stream != nullptr ? update(true) : nullptr;
-    if (spec.stream == nullptr || refused != nullptr) {
+    std::string kept = refused == nullptr && spec.stream != nullptr ? stream_kept(cuda, spec) : "";
+    if (spec.stream == nullptr || refused != nullptr || !kept.empty()) {
       note = "its own CUDA stream";
       if (refused != nullptr) {
         note += std::string(" (it refused the instance's: ") + ort.GetErrorMessage(refused) + ")";
         ort.ReleaseStatus(refused);
       }
+      if (!kept.empty()) note += " (its options dropped the instance's: " + kept + ")";
       ort_check(update(false), "CUDA provider options");
     }
     ort_check(ort.SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda),
               "the CUDA execution provider (onnxruntime-gpu and its CUDA libraries)");
     return note;
+  }
+
+  // "" where the provider's options, read back, hold the instance's stream; else what they
+  // hold instead (its flag or pointer), which the log names.
+  static std::string stream_kept(const OrtCUDAProviderOptionsV2* cuda, const EngineSpec& spec) {
+    const OrtApi& ort = api();
+    OrtAllocator* allocator = nullptr;
+    ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
+    char* text = nullptr;
+    ort_check(ort.GetCUDAProviderOptionsAsString(cuda, allocator, &text), "reading the options");
+    std::string options = text;
+    ort_check(ort.AllocatorFree(allocator, text), "freeing the options' text");
+    auto value = [&](const std::string& key) {  // "key=value;" pairs
+      size_t at = (";" + options).find(";" + key + "=");
+      if (at == std::string::npos) return std::string("none");
+      size_t start = at + key.size() + 1, end = options.find(';', start);
+      return options.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    };
+    std::string flag = value("has_user_compute_stream"), pointer = value("user_compute_stream");
+    if (flag == "1" && pointer == std::to_string(reinterpret_cast<uintptr_t>(spec.stream)))
+      return "";
+    return "has_user_compute_stream=" + flag + ", user_compute_stream=" + pointer;
   }
 
   // The graph's inputs among the config's (by name), their element types; its outputs.

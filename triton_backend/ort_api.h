@@ -260,7 +260,7 @@ struct OrtApi {
   OrtStatus* (*SessionOptionsAppendExecutionProvider_CUDA_V2)(OrtSessionOptions* options, const OrtCUDAProviderOptionsV2* cuda_options);  // 204
   OrtStatus* (*CreateCUDAProviderOptions)(OrtCUDAProviderOptionsV2** out);  // 205
   OrtStatus* (*UpdateCUDAProviderOptions)(OrtCUDAProviderOptionsV2* cuda_options, const char* const* provider_options_keys, const char* const* provider_options_values, size_t num_keys);  // 206
-  void* GetCUDAProviderOptionsAsString;  // 207
+  OrtStatus* (*GetCUDAProviderOptionsAsString)(const OrtCUDAProviderOptionsV2* cuda_options, OrtAllocator* allocator, char** ptr);  // 207
   void (*ReleaseCUDAProviderOptions)(OrtCUDAProviderOptionsV2* input);  // 208
 };
 
