@@ -2,7 +2,7 @@
 # Every GPU-only test (tests/gpu, whose tests tests/conftest.py marks `gpu`; FP16 included)
 # on a lent GPU machine, in the offline bundle's environment (onnxruntime-gpu's too where its
 # bundle is there: without it the ONNX Runtime GPU tests are skipped, and say so).
-#   bash scripts/machines/gpu_tests.sh [PYTEST_ARGS...]
+#   bash scripts/machines/gpu_tests.sh [PYTEST_ARGS...]   (paths default to tests/gpu)
 # Leaves in $OUT: gpu_tests.log (pytest -rA: every test's outcome by name), gpu_tests.xml
 # (JUnit) and gpu.txt (the machine, torch and the commit), to commit under
 # tests/gpu-results/<date>-<gpu>/ with a README of the session. BACKGROUND=1: runs in a
@@ -36,7 +36,7 @@ fi
     python3 -c 'import onnxruntime as o; print("onnxruntime", o.__version__, o.get_available_providers())'
     echo "code $(python3 -c 'from deploybench.measurement.provenance import code_digest; print(code_digest())' 2>&1)"
 } >"$out/gpu.txt" 2>&1
-python3 -m pytest -m gpu -rA -p no:cacheprovider --junitxml="$out/gpu_tests.xml" "$@" \
+python3 -m pytest -m gpu -rA -p no:cacheprovider --junitxml="$out/gpu_tests.xml" "${@:-tests/gpu}" \
     >"$out/gpu_tests.log" 2>&1
 rc=$?
 tail -3 "$out/gpu_tests.log"
