@@ -147,19 +147,6 @@ def test_the_steps_own_processes_are_not_contention():
         assert not load.result["contended"], load.result
 
 
-def test_repeats_keep_the_median_run_and_flag_a_wide_spread():
-    from deploybench.measurement.repeats import median_run, spread
-
-    runs = [{"Inferences/Second": v, "p99 latency (ms)": i} for i, v in
-            enumerate([105.0, 95.0, 100.0, 130.0])]
-    assert median_run(runs) == {"Inferences/Second": 100.0, "p99 latency (ms)": 2}
-    steady = spread([100.0, 102.0, 98.0], stability_percentage=10)
-    assert steady["median"] == 100.0 and not steady["noisy"] and steady["range_pct"] == 4.0
-    assert 98.0 <= steady["ci95"][0] <= 100.0 <= steady["ci95"][1] <= 102.0
-    wide = spread([100.0, 130.0, 95.0], stability_percentage=10)
-    assert wide["noisy"] and wide["range_pct"] == 35.0
-
-
 def test_other_gpu_processes_leave_out_the_steps_own_and_say_what_they_cannot_see(
         monkeypatch):
     """NVML lists this process (the step's own), pid 1 (another's, seen here) and a pid this
