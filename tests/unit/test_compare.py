@@ -20,6 +20,19 @@ def test_a_change_counts_only_where_the_two_ranges_do_not_overlap():
     assert changed(100, 130, 5, 30) == 0  # one noisy side is enough to keep it
 
 
+def test_ranges_that_touch_overlap_and_each_side_widens_only_its_own_value():
+    # the ends equal (in binary too): no change; just beyond: a change
+    assert changed(100, 110, 10, 0) == 0 and changed(100, 110.001, 10, 0) == 1
+    assert changed(100, 90, 10, 0) == 0 and changed(100, 89.999, 10, 0) == -1
+    assert changed(100, 125, 0, 20) == 0 and changed(100, 125.001, 0, 20) == 1  # 100 = 125 * 0.8
+    assert changed(100, 80, 0, 25) == 0 and changed(100, 79.999, 0, 25) == -1  # 80 * 1.25 = 100
+    # the base's noise widens the base, the current's the current: swapped, the verdict moves
+    assert changed(100, 140, 30, 5) == 1  # 133 > 130
+    assert changed(100, 140, 5, 30) == 0  # 98 < 105
+    assert changed(100, 86, 5, 10) == -1  # 94.6 < 95
+    assert changed(100, 86, 10, 5) == 0  # 90.3 > 90
+
+
 def test_noise_is_the_larger_of_the_stability_criterion_and_the_interval():
     level = {"Batch": 4, "Concurrency": 1, "Shared memory": "system"}
     report = {"perf_analyzer_settings": {"stability_percentage": 10}, "repeats": [
@@ -29,6 +42,10 @@ def test_noise_is_the_larger_of_the_stability_criterion_and_the_interval():
     assert noise(report, {**level, "Batch": 8}, 1000.0) == 10.0  # no repeats for the level
     assert noise({"perf_analyzer_settings": {"stability_percentage": 60}}, level, 5.0) == 60.0
     assert noise({}, {"Batch": 4}, 5.0, stability=30) == 30.0  # native: the offline's
+    above = {**report, "repeats": [{**report["repeats"][0], "ci95": [990.0, 1255.0]}]}
+    assert noise(above, level, 1000.0) == 25.5  # the interval's upper end: 25.5 % above
+    assert noise(above, level, 0.0) == 10.0  # no value to scale an interval by
+    assert noise({"repeats": above["repeats"]}, level, 1000.0) == 25.5  # default criterion 10
 
 
 def test_differences_name_each_field_and_what_one_side_lacks():

@@ -40,3 +40,15 @@ def test_the_median_interval_covers_the_true_median_about_95_percent_of_the_time
         covered = np.mean([low <= 100.0 <= high for low, high in intervals])
         assert 0.91 <= covered <= 0.995, (runs, covered)
         assert all(low <= np.median(d) <= high for d, (low, high) in zip(draws, intervals))
+
+
+def test_the_figures_are_kept_to_two_decimals_the_same_each_time_and_zero_stays_zero():
+    runs = [100.123, 100.456, 100.789, 99.321, 101.654]
+    got = spread(runs, stability_percentage=10)
+    assert got["runs"] == [100.12, 100.46, 100.79, 99.32, 101.65]
+    assert got["median"] == 100.46 and got["range_pct"] == 2.32  # 2.333 / 100.456
+    assert all(round(end, 2) == end for end in got["ci95"])
+    assert all(round(end, 1) != end for end in got["ci95"]), got  # not cut to one decimal
+    assert spread(runs, stability_percentage=10) == got  # seeded: the same interval again
+    idle = spread([0.0, 0.0, 0.0], stability_percentage=10)
+    assert idle["range_pct"] == 0.0 and idle["median"] == 0.0 and not idle["noisy"]
