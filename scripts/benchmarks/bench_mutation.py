@@ -49,6 +49,7 @@ MODULES = ["triton/perf_analyzer.py", "triton/perf_output.py", "triton/perf_comm
            "steps/accuracy.py"]
 TESTS = ["tests/unit/test_perf_analyzer_output.py", "tests/unit/test_perf_analyzer_runs.py",
          "tests/unit/test_tail.py", "tests/e2e/test_rate.py", "tests/unit/test_rate_verdict.py",
+         "tests/unit/test_repeats.py",
          "tests/unit/test_rate_levels.py", "tests/unit/test_host_load.py",
          "tests/unit/test_headline.py", "tests/unit/test_served_native.py",
          "tests/unit/test_compare.py", "tests/unit/test_locks.py",

@@ -46,6 +46,26 @@ def test_noise_is_the_larger_of_the_stability_criterion_and_the_interval():
     assert noise(above, level, 1000.0) == 25.5  # the interval's upper end: 25.5 % above
     assert noise(above, level, 0.0) == 10.0  # no value to scale an interval by
     assert noise({"repeats": above["repeats"]}, level, 1000.0) == 25.5  # default criterion 10
+    small = {"repeats": [{**report["repeats"][0], "ci95": [0.4, 0.65]}]}
+    assert noise(small, level, 0.5) == 30.0  # a value below 1 is scaled too
+    fine = {"repeats": [{**report["repeats"][0], "ci95": [876.543, 1000.0]}]}
+    assert noise(fine, level, 1000.0) == 12.35  # 12.3457 % to two decimals
+
+
+def test_an_unstable_side_widens_to_its_spread_and_a_missing_flag_is_stable():
+    import pandas as pd
+
+    from deploybench.reporting.compare import _unstable_noise
+
+    def row(stable, spread):
+        return pd.Series({"Stable now": stable, "window spread (%) now": spread})
+
+    assert _unstable_noise(row(False, 35.0), "now", 10.0) == (35.0, True)
+    assert _unstable_noise(row(False, 5.0), "now", 10.0) == (10.0, True)
+    assert _unstable_noise(row(False, float("nan")), "now", 10.0) == (10.0, True)
+    assert _unstable_noise(row(float("nan"), 35.0), "now", 10.0) == (10.0, False)
+    assert _unstable_noise(row(True, 35.0), "now", 10.0) == (10.0, False)
+    assert _unstable_noise(pd.Series({"other": 1}), "now", 10.0) == (10.0, False)
 
 
 def test_differences_name_each_field_and_what_one_side_lacks():

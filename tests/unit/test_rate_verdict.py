@@ -89,3 +89,43 @@ def test_a_level_keeps_the_budget_only_if_sent_as_offered_and_kept_up_with():
     found = open_loop._bisect(levels, None, steps=0, budget=20)
     assert found["bracket"] == [1000, 6000] and found["beyond"] == failed
     assert max_rate_sentence(found, 20).endswith(f"6000 requests/s {failed}.")
+
+
+def test_the_budget_and_the_bracket_at_their_edges():
+    """The budget's own edges: a p99 equal to it and 95 % answered keep it; over two seconds
+    at 1,000/s (2,000 expected, 4 standard deviations 178.9, less one: 1,820.1 sent at least)
+    911/s keeps it and 910/s does not. The bracket: the highest rate within, the lowest beyond
+    above it (a level beyond below a level within, a noisy one, does not close it), and each
+    step's rate the bracket's middle to the thousandth."""
+    keeps = open_loop.keeps_budget
+    assert keeps(20, 20, offered=1000, sent=1000, achieved=950, sending_s=1)
+    assert not keeps(20.001, 20, offered=1000, sent=1000, achieved=950, sending_s=1)
+    assert not keeps(20, 20, offered=1000, sent=1000, achieved=949.9, sending_s=1)
+    assert keeps(5, 20, offered=1000, sent=911, achieved=911, sending_s=2)
+    assert not keeps(5, 20, offered=1000, sent=910, achieved=910, sending_s=2)
+    # on the bound itself: 2,500 expected, 4 standard deviations 200, less one: 2,299 sent
+    assert keeps(5, 20, offered=1250, sent=1149.5, achieved=1149.5, sending_s=2)
+
+    def level(offered, within):
+        return {open_loop.OFFERED: offered, open_loop.WITHIN: within,
+                open_loop.EVERY["p99"]: 5 if within else 900, open_loop.SENT: offered,
+                open_loop.ACHIEVED: offered, open_loop.THROUGHPUT: offered * 0.99,
+                open_loop.P99_CI[0]: 4, open_loop.P99_CI[1]: 6}
+
+    levels = [level(1000, True), level(2000, False), level(3000, True), level(11.0015e3, False)]
+    asked = []
+
+    def measure(offered):
+        asked.append(offered)
+        levels.append(level(offered, offered < 5000))
+
+    found = open_loop._bisect(levels, measure, steps=3, budget=20)
+    assert asked == [7000.75, 5000.375, 4000.188]  # (3000 + 11001.5) / 2, then halves
+    assert found["bracket"] == [4000.188, 5000.375] and found["rate"] == 4000.188
+    assert found["throughput"] == 4000.188 * 0.99 and found["p99_ms"] == 5
+    assert found["bracketed"] and found["beyond"] == "exceeded it (p99 900 ms)"
+    alone = open_loop._bisect([level(1000, True)], None, steps=2, budget=20)
+    assert alone["bracket"] == [1000, None] and not alone["bracketed"]
+    assert alone["beyond"] is None and alone["rate"] == 1000
+    none = open_loop._bisect([level(1000, False)], None, steps=2, budget=20)
+    assert none["bracket"] == [None, 1000] and none["rate"] is None and none["p99_ms"] is None
