@@ -184,3 +184,40 @@ def test_other_gpu_processes_leave_out_the_steps_own_and_say_what_they_cannot_se
     with HostLoad(["GPU-x", "GPU-gone"]) as load:
         pass
     assert load.result["other_gpu_processes"] == "unavailable: no NVML"
+
+
+def test_busy_time_is_every_field_but_idle_and_the_tree_counts_its_childrens_time(monkeypatch):
+    """Busy CPU time: user, nice, system, irq, softirq and steal, not idle, iowait or guest
+    (already in user); a field a platform lacks counts 0. The step's tree: each process's
+    user and system time with its waited-for children's, a process gone since it was
+    listed left out (its time is its parent's now). Beside them, the load average and the
+    host's CPU count as they are."""
+    from types import SimpleNamespace
+
+    from deploybench.measurement import host_load
+
+    times = SimpleNamespace(user=1.0, nice=2.0, system=4.0, irq=8.0, softirq=16.0,
+                            steal=32.0, idle=64.0, iowait=128.0, guest=256.0)
+    assert host_load._busy(times) == 63.0
+    assert host_load._busy(SimpleNamespace(user=1.0, system=4.0, idle=64.0)) == 5.0
+
+    class Proc:
+        def __init__(self, user, system, children_user, children_system, gone=False):
+            self.times = SimpleNamespace(user=user, system=system,
+                                         children_user=children_user,
+                                         children_system=children_system)
+            self.gone = gone
+
+        def cpu_times(self):
+            if self.gone:
+                raise psutil.NoSuchProcess(42)
+            return self.times
+
+    tree = [Proc(1.0, 2.0, 4.0, 8.0), Proc(16.0, 32.0, 0.0, 0.0), Proc(64.0, 0, 0, 0, True)]
+    monkeypatch.setattr(host_load, "_own_tree", lambda: tree)
+    assert host_load._own_seconds() == 63.0
+    monkeypatch.setattr(host_load.os, "getloadavg", lambda: (3.14159, 2.0, 1.0))
+    monkeypatch.setattr(host_load.os, "cpu_count", lambda: 6)
+    with HostLoad() as load:
+        pass
+    assert load.result["load_average_1m"] == 3.14 and load.result["host_cpus"] == 6
