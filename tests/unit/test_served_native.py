@@ -4,10 +4,20 @@ requests (none) beside the host arrays'; each ratio worked out by hand."""
 
 
 import pandas as pd
+import pytest
 
-from deploybench.records import formats
+from deploybench.records import facts, formats
 from deploybench.records.tables import COMPONENT_SUM, DEVICE_THROUGHPUT, SHARED_MEMORY, THROUGHPUT
-from deploybench.reporting.served_native import at_max_batch, served_vs_native
+from deploybench.reporting.served_native import (
+    CONTENDED,
+    OTHER_STORE,
+    UNMATCHED,
+    _cached,
+    at_max_batch,
+    left_out,
+    served_vs_native,
+    served_vs_native_table,
+)
 
 PROV = {"device": "GPU-1", "server": {"served_by": "deploybench"}}
 
@@ -49,5 +59,39 @@ def test_a_batch_native_did_not_measure_has_no_row_and_ratios_round_to_three(tmp
                COMPONENT_SUM: 1.0}
               for b, t in ((1, 333.0), (4, 900.0))]
     native = [{"Batch": 1, THROUGHPUT: 999.0, DEVICE_THROUGHPUT: None}]
-    ratio = served_vs_native(*write(tmp_path / "b", served, native))
+    offline, native_csv = write(tmp_path / "b", served, native)
+    ratio = served_vs_native(offline, native_csv)
     assert ratio["Batch"].tolist() == [1] and ratio["served/native"].tolist() == [0.333]
+    native_csv.with_suffix(".json").unlink()  # a native table without its JSON: read as {}
+    assert served_vs_native(offline, native_csv)["served/native"].tolist() == [0.333]
+
+
+def test_why_a_row_is_left_out_names_the_side_that_ran_beside_load():
+    def row(contended):
+        return pd.Series({CONTENDED: contended})
+
+    assert left_out(row("served")) == "left out: served ran beside other load, native did not"
+    assert left_out(row("native")) == "left out: native ran beside other load, served did not"
+    assert left_out(row("both")) == "" and left_out(row("")) == ""  # both contended: kept
+    assert left_out(row(UNMATCHED)).startswith(f"left out: {UNMATCHED} (")
+    assert left_out(row(OTHER_STORE)).startswith(f"left out: {OTHER_STORE}, the served")
+    # an ensemble's lookups through a cache: the native store not whole, or a served miss
+    whole, missed = {"sparse_store": {"whole_on_device": True}}, {"embedding_cache": {
+        "hit_rate": 0.999}}
+    assert not _cached({}, {}) and not _cached({"embedding_cache": {"hit_rate": 1.0}}, whole)
+    assert _cached(missed, whole) and _cached({}, {"sparse_store": {"whole_on_device": False}})
+
+
+def test_served_and_native_of_two_devices_are_not_divided(tmp_path):
+    """Native measured on another GPU than the served rows: no ratio, the refusal says which
+    devices (a ratio across two machines would compare the machines)."""
+    served = [{"Batch": 8, "Concurrency": 1, THROUGHPUT: 800.0, SHARED_MEMORY: "system",
+               COMPONENT_SUM: 1.0}]
+    offline, native = write(tmp_path / "c", served, [{"Batch": 8, THROUGHPUT: 1000.0}])
+    native.with_suffix(".json").write_text(formats.text(
+        {"provenance": {**PROV, "device": "GPU-2"}, "host_load": {"contended": False}}))
+    with pytest.raises(facts.DifferentDevices, match="device 'GPU-1' against 'GPU-2'"):
+        served_vs_native(offline, native)
+    assert served_vs_native_table(offline, native) == (
+        "**served/native not computed: measured on different devices: device 'GPU-1' "
+        "against 'GPU-2'**")
