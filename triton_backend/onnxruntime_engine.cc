@@ -272,14 +272,15 @@ class OnnxRuntime : public Engine {
     };
     std::string note = kInstanceStream;
     OrtStatus* refused = spec.stream != nullptr ? update(true) : nullptr;
-    std::string kept = refused == nullptr && spec.stream != nullptr ? stream_kept(cuda, spec) : "";
-    if (spec.stream == nullptr || refused != nullptr || !kept.empty()) {
+    std::string dropped =
+        refused == nullptr && spec.stream != nullptr ? stream_dropped(cuda, spec) : "";
+    if (spec.stream == nullptr || refused != nullptr || !dropped.empty()) {
       note = "its own CUDA stream";
       if (refused != nullptr) {
         note += std::string(" (it refused the instance's: ") + ort.GetErrorMessage(refused) + ")";
         ort.ReleaseStatus(refused);
       }
-      if (!kept.empty()) note += " (its options dropped the instance's: " + kept + ")";
+      if (!dropped.empty()) note += " (its options dropped the instance's: " + dropped + ")";
       ort_check(update(false), "CUDA provider options");
     }
     ort_check(ort.SessionOptionsAppendExecutionProvider_CUDA_V2(options, cuda),
@@ -287,9 +288,9 @@ class OnnxRuntime : public Engine {
     return note;
   }
 
-  // "" where the provider's options, read back, hold the instance's stream; else what they
-  // hold instead (its flag or pointer), which the log names.
-  static std::string stream_kept(const OrtCUDAProviderOptionsV2* cuda, const EngineSpec& spec) {
+  // What the provider's options, read back, hold instead of the instance's stream (its flag
+  // and pointer, for the log); "" where they hold it.
+  static std::string stream_dropped(const OrtCUDAProviderOptionsV2* cuda, const EngineSpec& spec) {
     const OrtApi& ort = api();
     OrtAllocator* allocator = nullptr;
     ort_check(ort.GetAllocatorWithDefaultOptions(&allocator), "allocator");
