@@ -18,7 +18,14 @@ from deploybench.backends import BACKENDS, PRECISIONS, QUANTIZED, carriers
 from deploybench.records.tables import require_accurate
 from deploybench.reporting.headline import _accuracy, accuracy_text
 from deploybench.reporting.ship import candidates, ship_page
-from deploybench.runners.quantization import SCHEMES, as_linears, quantize, refusal
+from deploybench.runners.quantization import (
+    SCHEMES,
+    as_linears,
+    quantize,
+    refusal,
+    sample_rows,
+    unfit,
+)
 from deploybench.settings.config import ConfigError
 from deploybench.steps.accuracy import metric_changes
 from testkit.scenario_tables import measured
@@ -123,6 +130,45 @@ def test_int8_quantizes_the_linear_layers_and_leaves_a_shared_weight_alone():
             after = module(x, ids)
         moved = max(float((a - b).abs().max()) for a, b in zip(after, before))
         assert 0 < moved < 0.05 * max(float(b.abs().max()) for b in before), moved
+
+
+class Shapes(torch.nn.Module):
+    """Three linear layers as CUDA's INT8 matmul sees them at batch 1: one fed the batch
+    alone (1 row a sample), one fed 20 time steps a sample, one 2 wide (BERT's answer
+    head)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pooled, self.steps, self.head = (torch.nn.Linear(32, 32), torch.nn.Linear(32, 32),
+                                              torch.nn.Linear(32, 2))
+
+    def forward(self, x, seq):
+        return self.pooled(x), self.head(self.steps(seq))
+
+
+def test_layers_cudas_int8_matmul_cannot_take_stay_as_they_are_on_a_gpu():
+    """Measured on an H100 (2026-12-07): `_int_mm` refused BERT's 2-wide answer head at run
+    time, and needs more than 16 rows. The rows a sample are read from the exported
+    program's shapes at batch 1, whatever the example's batch."""
+    x, seq = torch.randn(4, 32), torch.randn(4, 20, 32)
+    batch = torch.export.Dim("batch", min=1, max=64)
+    module = torch.export.export(Shapes().eval(), (x, seq),
+                                 dynamic_shapes=({0: batch}, {0: batch})).module()
+    assert sample_rows(module) == {"pooled": 1, "steps": 20, "head": 20}
+    gpu = torch.device("cuda")
+    assert "more than 16 rows, and this layer gets 1 a sample" in unfit("int8", gpu, (32, 32), 1)
+    assert unfit("int8", gpu, (32, 32), 17) is None and unfit("int8", gpu, (32, 32), 16)
+    assert "multiple of 8 (32 -> 2)" in unfit("int8", gpu, (2, 32), 20)
+    assert unfit("int8", CPU, (2, 32), 1) is None  # the CPU's kernel takes any shape
+    assert "blockwise" in unfit("fp8", gpu, (128, 128), 20)
+    assert unfit("fp8", gpu, (256, 128), 20) is None
+    assert unfit("int8-weight-only", gpu, (2, 32), 1) is None
+    assert quantize(module, "int8", gpu) == 1  # steps alone
+    kinds = {n: type(m.weight).__name__ for n, m in module.named_modules()
+             if isinstance(m, torch.nn.Linear)}
+    assert kinds == {"pooled": "Parameter", "steps": "Int8Tensor", "head": "Parameter"}, kinds
+    cpu = torch.export.export(Shapes().eval(), (x, seq)).module()
+    assert quantize(cpu, "int8", CPU) == 3
 
 
 def test_a_model_without_a_linear_layer_of_its_own_is_refused():

@@ -8,6 +8,13 @@ parameters instead: each such call whose weight nothing else reads becomes the c
 embeddings and attention's matmuls stay FP32, and so does everything around the linear
 layers. No scheme here calibrates: weight scales come from the weights, activation scales
 are computed from each call's activations (dynamic), so no data set is read.
+
+On a GPU some layers cannot take a scheme, and stay as they are (`unfit`, measured on an
+H100 on 2026-12-07): CUDA's INT8 matmul (`_int_mm`) needs more than 16 rows and both
+features a multiple of 8, so a layer fed one row a sample (a 2-D activation: the batch
+alone, which a server sends from 1) or of an odd width fails at run time; torchao 0.18
+takes a per-tensor FP8 weight of 128 x 128 for its 128 x 128 blockwise kind and refuses
+the layer's per-tensor activation ("input_tensor must be 1x128 scaled").
 """
 
 from __future__ import annotations
@@ -123,10 +130,16 @@ def quantize(module, precision: str, device) -> int:
     import torchao
     import torchao.quantization as tq
 
+    rows = sample_rows(module)
     made, calls = as_linears(module)
     scheme = SCHEMES[precision]
+    left = {name: why for name, layer in module.named_modules()
+            if isinstance(layer, torch.nn.Linear)
+            and (why := unfit(precision, device, layer.weight.shape, rows.get(name)))}
     if made:
-        tq.quantize_(module, getattr(tq, scheme.config)())
+        tq.quantize_(module, getattr(tq, scheme.config)(),
+                     filter_fn=lambda layer, name: (isinstance(layer, torch.nn.Linear)
+                                                    and name not in left))
     plain = (torch.Tensor, torch.nn.Parameter)
     done = sum(isinstance(m, torch.nn.Linear) and type(m.weight) not in plain
                for m in module.modules())
@@ -137,4 +150,48 @@ def quantize(module, precision: str, device) -> int:
     print(f"{precision}: torchao {torchao.__version__} {scheme.config} quantized {done} of "
           f"{calls} linear layers ({scheme.what}); calibration {CALIBRATION}", file=sys.stderr,
           flush=True)
+    for name, why in left.items():
+        print(f"{precision}: {name} left as it is: {why}", file=sys.stderr, flush=True)
     return done
+
+
+def sample_rows(module) -> dict[str, int | None]:
+    """Each `aten.linear` call's rows a sample (its activation's leading dimensions at
+    batch 1; None where the program's shapes do not say), by its weight's owner: the rows
+    CUDA's INT8 matmul gets at the smallest batch a server sends."""
+    import math
+
+    import torch
+
+    rows = {}
+    for node in module.graph.nodes:
+        weight = node.args[1] if node.target is torch.ops.aten.linear.default else None
+        if weight is None or weight.op != "get_attr":
+            continue
+        value = node.args[0].meta.get("val")
+        if value is None:
+            rows[weight.target.rpartition(".")[0]] = None
+            continue
+        dims = [d if isinstance(d, int) else d.node.expr.subs(
+                    {s: 1 for s in d.node.expr.free_symbols}) for d in value.shape[:-1]]
+        rows[weight.target.rpartition(".")[0]] = int(math.prod(dims))
+    return rows
+
+
+def unfit(precision: str, device, shape, rows: int | None) -> str | None:
+    """Why a linear layer (weight `shape`: out x in, `rows` a sample) cannot take
+    `precision`'s scheme on `device`, or None."""
+    if device.type != "cuda":
+        return None
+    out_features, in_features = shape
+    if precision == "int8":
+        if in_features % 8 or out_features % 8:
+            return (f"CUDA's INT8 matmul needs both features a multiple of 8 "
+                    f"({in_features} -> {out_features})")
+        if rows is None or rows <= 16:
+            return (f"CUDA's INT8 matmul needs more than 16 rows, and this layer gets "
+                    f"{'an unknown number' if rows is None else rows} a sample (batch 1)")
+    if precision == "fp8" and (out_features, in_features) == (128, 128):
+        return ("torchao 0.18 takes a per-tensor FP8 weight of 128 x 128 for a blockwise one "
+                "and refuses its activation")
+    return None
