@@ -120,7 +120,8 @@ def _owns_only(module, prefix: str, bias) -> bool:
 def quantize(module, precision: str, device) -> int:
     """`module` (an exported program's, on `device`) with its linear layers quantized in
     `precision`'s scheme, in place; returns how many torchao quantized (it leaves a layer
-    whose shape its kernel cannot take as it is: FP8's, one not a multiple of 16). Refuses
+    whose shape its kernel cannot take as it is: FP8's, one not a multiple of 16; on a GPU
+    also those `unfit` names, each logged with its reason). Refuses
     a device that cannot run the scheme, and a model none of whose linear layers it
     quantized (its "int8" would be FP32 under another name)."""
     refused = refusal(precision, device)
@@ -169,12 +170,9 @@ def sample_rows(module) -> dict[str, int | None]:
         if weight is None or weight.op != "get_attr":
             continue
         value = node.args[0].meta.get("val")
-        if value is None:
-            rows[weight.target.rpartition(".")[0]] = None
-            continue
-        dims = [d if isinstance(d, int) else d.node.expr.subs(
-                    {s: 1 for s in d.node.expr.free_symbols}) for d in value.shape[:-1]]
-        rows[weight.target.rpartition(".")[0]] = int(math.prod(dims))
+        rows[weight.target.rpartition(".")[0]] = None if value is None else int(math.prod(
+            d if isinstance(d, int) else d.node.expr.subs({s: 1 for s in d.node.expr.free_symbols})
+            for d in value.shape[:-1]))
     return rows
 
 
